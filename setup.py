@@ -39,6 +39,10 @@ setup(
         ],
         "spacy_misc": [
             "spacy_maral.ReweightedVMFLoss.v1 = spacy_maral.loss:configure_reweighted_vmf_loss",
+            "spacy_maral.Adaptation.v1 = spacy_maral.student:configure_adaptation",
+        ],
+        "spacy_readers": [
+            "spacy_maral.AdaptationCorpus.v1 = spacy_maral.readers:create_adaptation_corpus",
         ],
         "spacy_callbacks": [
             "spacy_maral.configure_encoder.v1 = spacy_maral.callbacks:configure_encoder",

@@ -1,5 +1,8 @@
 """Registered callbacks for `spacy train`: encoder set-up and epoch boundaries."""
-from typing import Any, Callable, Dict
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
 
 from spacy.language import Language
 
@@ -51,15 +54,31 @@ def configure_encoder(freeze_word_embeddings: bool = True) -> Callable[[Language
 
 
 @registry.callbacks("spacy_maral.epoch_hook.v1")
-def make_epoch_hook() -> Callable[[Language, Dict[str, Any]], None]:
-    """A [training.before_update] callback that tells components when an epoch ends.
+def make_epoch_hook(
+    checkpoint_dir: Optional[str] = None, checkpoint_every: int = 0
+) -> Callable[[Language, Dict[str, Any]], None]:
+    """A [training.before_update] callback: epoch boundaries, checkpoints and resume.
 
     Each pipe with an `end_epoch()` method (maral_ner) gets it called once when spaCy's
-    training loop moves on to the next epoch; maral_ner rolls its class-mean estimators.
+    training loop moves on to the next epoch; maral_ner rolls its class-mean estimators
+    and, in stage 2, refreshes its adaptation state.
+
+    checkpoint_dir (Optional[str]): directory of a resumable checkpoint (the whole
+        pipeline, soft labels included). If it holds a complete checkpoint when
+        training starts, the pipeline's weights and state are loaded from it first.
+    checkpoint_every (int): write the checkpoint every this many steps (0 = never).
+        Each checkpoint is written beside the old one and swapped in by renames, so a
+        run killed at any moment leaves a complete checkpoint.
     """
-    state = {"epoch": 0}
+    state = {"epoch": 0, "started": False}
 
     def before_update(nlp: Language, info: Dict[str, Any]) -> None:
+        step = int(info.get("step", 0))
+        if not state["started"]:
+            state["started"] = True
+            found = find_checkpoint(Path(checkpoint_dir)) if checkpoint_dir else None
+            if found is not None:
+                load_checkpoint(nlp, found)
         epoch = int(info.get("epoch", 0))
         if epoch != state["epoch"]:
             state["epoch"] = epoch
@@ -67,5 +86,52 @@ def make_epoch_hook() -> Callable[[Language, Dict[str, Any]], None]:
                 end_epoch = getattr(pipe, "end_epoch", None)
                 if callable(end_epoch):
                     end_epoch()
+        if checkpoint_dir and checkpoint_every > 0 and step > 0 and step % checkpoint_every == 0:
+            save_checkpoint(nlp, Path(checkpoint_dir))
 
     return before_update
+
+
+CHECKPOINT_MARKER = "checkpoint-complete"
+
+
+def find_checkpoint(path: Path) -> Optional[Path]:
+    """The complete checkpoint at `path`, or the one a kill between renames left beside it."""
+    for candidate in (path, path.with_name(path.name + ".old")):
+        if (candidate / CHECKPOINT_MARKER).exists():
+            return candidate
+    return None
+
+
+def save_checkpoint(nlp: Language, path: Path) -> None:
+    """Write the pipeline to `path` so that a kill at any moment leaves a complete one.
+
+    The new checkpoint is written to a sibling temporary directory, marked complete,
+    and swapped in by two renames; `load_checkpoint` also accepts the sibling left by a
+    kill between the renames.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    old = path.with_name(path.name + ".old")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    nlp.to_disk(tmp)
+    (tmp / CHECKPOINT_MARKER).write_text("ok\n", encoding="utf8")
+    if path.exists():
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(path, old)
+    os.replace(tmp, path)
+    if old.exists():
+        shutil.rmtree(old)
+    logger.info("checkpoint written to %s", path)
+
+
+def load_checkpoint(nlp: Language, path: Path) -> None:
+    """Load every pipe's weights and state from a checkpoint written by save_checkpoint."""
+    if (Path(path) / CHECKPOINT_MARKER).exists() is False:
+        raise ValueError(f"{path} is not a complete checkpoint")
+    for name, pipe in nlp.pipeline:
+        if (path / name).exists() and hasattr(pipe, "from_disk"):
+            pipe.from_disk(path / name)
+    logger.warning("Resumed from the checkpoint %s", path)

@@ -22,6 +22,9 @@ from thinc.api import Config, Model, Optimizer, get_array_module
 from .decoding import decode_doc
 from .loss import ReweightedVMFLoss
 from .model import SpanScores, build_head, get_span_head
+from .readers import diagnostic_gold, is_target, target_index
+from .soft_labels import DIAGNOSTIC_GOLD_KEY, SoftLabelStore
+from .student import AdaptationSettings, Adapter
 from .spans import count_spans, doc_span_slices
 from .util import logger
 
@@ -59,6 +62,7 @@ NON_ENTITY_LABEL = "O"
         "spans_key": "maral",
         "ents_filter": {"@misc": "spacy.prioritize_new_ents_filter.v1"},
         "scorer": {"@scorers": "spacy.ner_scorer.v1"},
+        "adaptation": None,
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
@@ -70,6 +74,7 @@ def make_maral_ner(
     spans_key: str,
     ents_filter: Callable[[Iterable[Span], Iterable[Span]], Iterable[Span]],
     scorer: Optional[Callable],
+    adaptation: Optional[AdaptationSettings],
 ) -> "MaralNER":
     """Create a maral_ner component.
 
@@ -81,9 +86,12 @@ def make_maral_ner(
         ones, e.g. spacy.prioritize_new_ents_filter.v1 or
         spacy.prioritize_existing_ents_filter.v1.
     scorer (Optional[Callable]): scoring method (spacy.ner_scorer.v1).
+    adaptation (Optional[AdaptationSettings]): stage-2 progressive adaptation settings
+        (spacy_maral.Adaptation.v1); null for source-only training (stage 1).
     """
     return MaralNER(
-        nlp.vocab, model, name, loss=loss, spans_key=spans_key, ents_filter=ents_filter, scorer=scorer
+        nlp.vocab, model, name, loss=loss, spans_key=spans_key, ents_filter=ents_filter,
+        scorer=scorer, adaptation=adaptation,
     )
 
 
@@ -100,6 +108,7 @@ class MaralNER(TrainablePipe):
         spans_key: str = "maral",
         ents_filter: Optional[Callable[[Iterable[Span], Iterable[Span]], Iterable[Span]]] = None,
         scorer: Optional[Callable] = get_ner_prf,
+        adaptation: Optional[AdaptationSettings] = None,
     ) -> None:
         """Initialise the component; see make_maral_ner for the arguments."""
         self.vocab = vocab
@@ -109,6 +118,8 @@ class MaralNER(TrainablePipe):
         self.ents_filter = ents_filter if ents_filter is not None else util.registry.misc.get("spacy.prioritize_new_ents_filter.v1")()
         self.scorer = scorer
         self.cfg: Dict[str, Any] = {"labels": [], "spans_key": spans_key, "loss_state": {}, "nI": None}
+        self.adapter = Adapter(adaptation) if adaptation is not None else None
+        self.target_loss = ReweightedVMFLoss(tau=adaptation.tau_u, class_weights=False) if adaptation is not None else None
 
     # ------------------------------------------------------------------ labels
     @property
@@ -208,12 +219,71 @@ class MaralNER(TrainablePipe):
         scores, backprop = self.model.begin_update([eg.predicted for eg in examples])
         labels, mask = self.gold_span_labels(examples, scores)
         loss, d_logits = self.get_loss(examples, scores, labels=labels, mask=mask)
+        target = None
+        if self.adapter is not None:
+            target = self._target_batch(examples, scores)
+            target_loss, d_target = self._target_loss(scores, target)
+            loss += target_loss
+            d_logits = d_logits + d_target
         backprop(d_logits)
         if sgd is not None:
             self.finish_update(sgd)
+        if target is not None:
+            rows, spans_idx, q, reliable = target
+            labels = labels.copy()
+            mask = mask.copy()
+            labels[spans_idx] = q.argmax(axis=1)
+            mask[spans_idx] = reliable
         self.accumulate_class_stats(scores, labels, mask)
+        if target is not None:
+            self._after_target_step(scores, target, labels, mask)
         losses[self.name] += loss
         return losses
+
+    def _target_batch(
+        self, examples: Sequence[Example], scores: SpanScores
+    ) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray, numpy.ndarray]:
+        """Store rows, span positions, soft labels and reliability of the batch's target spans."""
+        assert self.adapter is not None
+        slices = doc_span_slices(len(examples), scores.spans)
+        targets = [(target_index(eg), sl, len(eg.predicted)) for eg, sl in zip(examples, slices) if is_target(eg)]
+        store = self.adapter.require_store()
+        store.check_lengths([t[0] for t in targets], [t[2] for t in targets])
+        rows, q, reliable = self.adapter.target_batch([t[0] for t in targets])
+        spans_idx = (
+            numpy.concatenate([numpy.arange(sl.start, sl.stop) for _, sl, _ in targets])
+            if targets else numpy.zeros(0, dtype=numpy.int64)
+        )
+        return rows, spans_idx, q, reliable
+
+    def _target_loss(self, scores: SpanScores, target: Tuple[numpy.ndarray, ...]) -> Tuple[float, Any]:
+        """L_tgt: soft cross-entropy with the target prior over the reliable target spans."""
+        assert self.adapter is not None and self.target_loss is not None
+        rows, spans_idx, q, reliable = target
+        ops = self.model.ops
+        n_spans, n_classes = scores.logits.shape
+        d_logits = numpy.zeros((n_spans, n_classes), dtype=numpy.float32)
+        if spans_idx.shape[0] == 0 or reliable.sum() == 0:
+            return 0.0, ops.asarray2f(d_logits)
+        self.target_loss.log_prior = self.adapter.target_log_prior
+        self.target_loss.weights = numpy.ones(n_classes, dtype=numpy.float32)
+        logits = ops.to_numpy(scores.logits)[spans_idx]
+        d_target, loss = self.target_loss.get_grad_and_loss(logits, q, mask=reliable)
+        d_logits[spans_idx] = d_target
+        return loss, ops.asarray2f(d_logits)
+
+    def _after_target_step(
+        self, scores: SpanScores, target: Tuple[numpy.ndarray, ...], labels: numpy.ndarray, mask: numpy.ndarray
+    ) -> None:
+        assert self.adapter is not None
+        rows, spans_idx, _, _ = target
+        ops = self.model.ops
+        logits = ops.to_numpy(scores.logits)
+        vectors = ops.to_numpy(scores.vectors)
+        source = numpy.ones(labels.shape[0], dtype=bool)
+        source[spans_idx] = False
+        source &= mask > 0
+        self.adapter.after_step(rows, logits[spans_idx], vectors[spans_idx], vectors[source], labels[source])
 
     def accumulate_class_stats(self, scores: SpanScores, labels: numpy.ndarray, mask: numpy.ndarray) -> None:
         """Add labelled span vectors to the running class means."""
@@ -229,8 +299,14 @@ class MaralNER(TrainablePipe):
 
     def end_epoch(self) -> None:
         """Called at the end of a training epoch: rolls the class-mean estimators."""
-        if self.model.has_ref("head"):
-            get_span_head(self.model).end_epoch()
+        if not self.model.has_ref("head"):
+            return
+        head = get_span_head(self.model)
+        head.end_epoch()
+        if self.adapter is not None and self.adapter.store is not None:
+            mu, _ = head.class_distributions()
+            cosines = (mu @ mu.T).cpu().numpy()
+            self.adapter.end_epoch(class_cosines=cosines, classes=self.classes)
 
     def gold_span_labels(self, examples: Sequence[Example], scores: SpanScores) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """Class index per enumerated span from the reference entities.
@@ -295,6 +371,12 @@ class MaralNER(TrainablePipe):
             by default read from the examples.
         """
         validate_get_examples(get_examples, "MaralNER.initialize")
+        if self.adapter is not None:
+            all_examples = get_examples
+
+            def get_examples() -> Iterable[Example]:  # the source examples only
+                return (eg for eg in all_examples() if not is_target(eg))
+
         if labels is not None:
             for label in labels:
                 self.add_label(label)
@@ -323,6 +405,32 @@ class MaralNER(TrainablePipe):
         sample = [eg.predicted for eg in islice(get_examples(), 10)]
         self.model.initialize(X=sample)
         self.cfg["nI"] = self.model.get_dim("nI")
+        if self.adapter is not None:
+            self._initialize_adapter(all_examples)
+
+    def _initialize_adapter(self, get_examples: Callable[[], Iterable[Example]]) -> None:
+        """Build the soft-label store from the pseudo-labelled target examples."""
+        assert self.adapter is not None
+        by_index: Dict[int, Example] = {}
+        for eg in get_examples():
+            if is_target(eg):
+                by_index[target_index(eg)] = eg
+        if not by_index:
+            raise ValueError(
+                f"maral_ner '{self.name}' has an adaptation block, but the training corpus has no "
+                "target examples: use spacy_maral.AdaptationCorpus.v1 with a pseudo-labelled target corpus"
+            )
+        if sorted(by_index) != list(range(len(by_index))):
+            raise ValueError("the target examples' indices are not 0..n-1: the target corpus reader is inconsistent")
+        docs = [by_index[i].reference for i in range(len(by_index))]
+        store = SoftLabelStore.from_docs(docs, self.classes, self.max_width)
+        self.adapter.set_store(store)
+        gold = {i: diagnostic_gold(by_index[i], list(self.classes)) for i in range(len(by_index))}
+        self.adapter.gold = {i: g for i, g in gold.items() if g or DIAGNOSTIC_GOLD_KEY in by_index[i].reference.user_data}
+        logger.info(
+            "maral adaptation: %d target sentences, %d spans, soft-label mass per class %s",
+            store.n_docs, store.q.shape[0], dict(zip(self.classes, store.prior_mass().round(1).tolist())),
+        )
 
     def count_classes(self, examples: Iterable[Example]) -> Tuple[List[float], int, int]:
         """Span counts per class over all enumerated spans, and entity width counts.
@@ -383,6 +491,8 @@ class MaralNER(TrainablePipe):
             "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
             "model": lambda p: self.model.to_disk(p),
         }
+        if self.adapter is not None and self.adapter.store is not None:
+            serialize["adaptation"] = lambda p: self.adapter.save(p)  # type: ignore[union-attr]
         util.to_disk(path, serialize, exclude)
 
     def from_disk(self, path, *, exclude: Iterable[str] = tuple()) -> "MaralNER":
@@ -398,6 +508,8 @@ class MaralNER(TrainablePipe):
             self.model.from_disk(path / "model")
         except (ValueError, KeyError, OSError) as err:
             raise ValueError(f"maral_ner '{self.name}': can't load {path / 'model'}: {err}") from err
+        if self.adapter is not None and (path / "adaptation").exists() and "adaptation" not in exclude:
+            self.adapter.load(path / "adaptation")
         return self
 
 

@@ -70,7 +70,7 @@ def source_config(encoder: Path, overrides: Optional[Dict[str, object]] = None) 
         for part in parents:
             node = node[part]
         node[leaf] = value
-    return config
+    return config.interpolate()
 
 
 def make_examples(nlp: Language) -> List[Example]:

@@ -1,0 +1,46 @@
+"""Atomic file writes: a temporary file in the target folder, fsync, then os.replace.
+
+A process killed at any moment leaves either the old file or the new one, never a
+half-written file.
+"""
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Dict, Iterator
+
+import numpy
+
+
+@contextmanager
+def atomic_open(path: Path, mode: str = "wb") -> Iterator[IO]:
+    """Open a temporary file next to `path`; on success it replaces `path`.
+
+    path (Path): the final file.
+    mode (str): "wb" or "w" (text, UTF-8).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf8"})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def atomic_savez(path: Path, arrays: Dict[str, numpy.ndarray]) -> None:
+    """numpy.savez to `path`, atomically."""
+    with atomic_open(path, "wb") as f:
+        numpy.savez(f, **arrays)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write text to `path` (UTF-8), atomically."""
+    with atomic_open(path, "w") as f:
+        f.write(text)
