@@ -183,7 +183,15 @@ class MaralNER(TrainablePipe):
         classes = self.classes
         for doc, sl in zip(docs, doc_span_slices(len(docs), scores.spans)):
             spans = scores.spans[sl]
-            kept = decode_doc(spans[:, 1], spans[:, 2], probs[sl], len(doc))
+            doc_probs = probs[sl]
+            # As in spaCy's own NER, an entity never starts or ends on a whitespace token.
+            space = numpy.fromiter((t.is_space for t in doc), dtype=bool, count=len(doc))
+            if space.any():
+                bad = space[spans[:, 1]] | space[spans[:, 2] - 1]
+                doc_probs = doc_probs.copy()
+                doc_probs[bad] = 0.0
+                doc_probs[bad, 0] = 1.0
+            kept = decode_doc(spans[:, 1], spans[:, 2], doc_probs, len(doc))
             new_ents = [Span(doc, s, e, label=classes[c]) for s, e, c, _ in kept]
             group = SpanGroup(doc, name=self.spans_key, spans=new_ents)
             group.attrs["scores"] = [p for _, _, _, p in kept]

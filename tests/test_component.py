@@ -1,0 +1,518 @@
+"""Tests of the maral_ner pipeline component on the tiny random encoder of conftest.py.
+
+One pipeline is trained once per module (`trained`, about 100 updates, a few seconds) and
+shared; tests that change a pipeline work on a copy loaded from its directory.
+"""
+import logging
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Dict, List, Optional, Tuple
+
+import numpy
+import pytest
+import spacy
+import srsly
+import torch
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+from spacy.training import Example
+from spacy.util import registry
+from thinc.api import Adam, fix_random_seed
+
+from conftest import TRAIN_SENTENCES, make_examples, source_config
+from spacy_maral.component import MaralNER
+from spacy_maral.model import SpanScores, get_span_head
+from spacy_maral.spans import count_spans, enumerate_spans
+
+# Adam(0.01) also trains the tiny random BERT at 0.01, which oscillates (ents_f 0.4-0.9 over
+# 100-150 steps) or collapses (0.03: every span gets the same vector); the span head alone is
+# stable at 0.01. At 0.003 the whole pipeline overfits for seeds 0-5 (ents_f 1.0 by step 80).
+LEARN_RATE = 0.003
+N_STEPS = 100
+STEPS_PER_EPOCH = 10
+NEW_FILTER = "spacy.prioritize_new_ents_filter.v1"
+EXISTING_FILTER = "spacy.prioritize_existing_ents_filter.v1"
+
+TEXTS = [text for text, _ in TRAIN_SENTENCES]
+GOLD = [
+    [(" ".join(text.split()[s:e]), label) for s, e, label in ents] for text, ents in TRAIN_SENTENCES
+]
+
+
+def build_nlp(encoder: Path, overrides: Optional[Dict[str, object]] = None) -> Language:
+    return spacy.util.load_model_from_config(source_config(encoder, overrides), auto_fill=True, validate=True)
+
+
+def ents_of(doc: Doc) -> List[Tuple[str, str]]:
+    return [(ent.text, ent.label_) for ent in doc.ents]
+
+
+def predictions(nlp: Language, texts: List[str]) -> List[Tuple[list, list, list]]:
+    """(ents, maral spans, maral scores) of every text."""
+    out = []
+    for doc in nlp.pipe(texts):
+        group = doc.spans["maral"]
+        out.append(
+            (
+                [(e.start, e.end, e.label_) for e in doc.ents],
+                [(s.start, s.end, s.label_) for s in group],
+                list(group.attrs["scores"]),
+            )
+        )
+    return out
+
+
+def assert_same_predictions(a, b) -> None:
+    assert len(a) == len(b)
+    for (ents_a, spans_a, scores_a), (ents_b, spans_b, scores_b) in zip(a, b):
+        assert ents_a == ents_b
+        assert spans_a == spans_b
+        numpy.testing.assert_allclose(scores_a, scores_b, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_encoder):
+    """The source pipeline overfitted on the six training sentences."""
+    nlp = build_nlp(tiny_encoder)
+    fix_random_seed(0)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    ner = nlp.get_pipe("maral_ner")
+    encoder_before = {k: v.detach().clone() for k, v in encoder_parameters(nlp).items()}
+    optimizer = Adam(LEARN_RATE)
+    history = []
+    for step in range(N_STEPS):
+        losses: Dict[str, float] = {}
+        nlp.update(examples, sgd=optimizer, drop=0.0, losses=losses)
+        history.append(losses["maral_ner"])
+        if (step + 1) % STEPS_PER_EPOCH == 0:
+            ner.end_epoch()
+    return SimpleNamespace(nlp=nlp, examples=examples, losses=history, encoder_before=encoder_before)
+
+
+def encoder_parameters(nlp: Language) -> Dict[str, torch.Tensor]:
+    hf_model = nlp.get_pipe("transformer").model.transformer
+    return dict(hf_model.named_parameters())
+
+
+@pytest.fixture(scope="module")
+def trained_dir(trained, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("trained") / "pipeline"
+    trained.nlp.to_disk(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def initialized(tiny_encoder) -> Language:
+    """An initialized, untrained pipeline (for label and cfg checks)."""
+    nlp = build_nlp(tiny_encoder)
+    fix_random_seed(0)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    return nlp
+
+
+# -------------------------------------------------------------- labels, init
+
+
+def test_initialize_without_labels_raises(tiny_nlp) -> None:
+    examples = [Example(tiny_nlp.make_doc(t), tiny_nlp.make_doc(t)) for t in ["It rained .", "No names here ."]]
+    for eg in examples:
+        eg.reference.ents = []
+    with pytest.raises(ValueError, match="has no labels"):
+        tiny_nlp.initialize(lambda: examples)
+
+
+def test_labels_and_class_counts_from_examples(initialized) -> None:
+    ner = initialized.get_pipe("maral_ner")
+    assert isinstance(ner, MaralNER)
+    assert ner.labels == ("PER", "LOC", "ORG", "MISC")  # in order of appearance
+    assert ner.classes == ("O", "PER", "LOC", "ORG", "MISC")
+    assert ner.label_data == ["PER", "LOC", "ORG", "MISC"]
+    cfg = ner.cfg
+    total_spans = sum(count_spans(len(t.split()), ner.max_width) for t in TEXTS)
+    assert sum(cfg["class_counts"]) == total_spans
+    assert cfg["class_counts"][1:] == [3.0, 4.0, 3.0, 1.0]
+    assert cfg["entities_total"] == 11 and cfg["entities_too_wide"] == 0
+    assert cfg["nI"] == 32
+    assert len(cfg["loss_state"]["weights"]) == 5
+    head = get_span_head(ner.model)
+    assert head.prev_mean.shape == (5, 16)
+
+
+def test_add_label_after_initialize_raises(initialized) -> None:
+    ner = initialized.get_pipe("maral_ner")
+    assert ner.add_label("PER") == 0  # known label: a no-op, even after initialize
+    with pytest.raises(ValueError, match="already initialized"):
+        ner.add_label("DATE")
+    assert ner.labels == ("PER", "LOC", "ORG", "MISC")
+
+
+def test_add_label_validation(tiny_nlp) -> None:
+    ner = tiny_nlp.get_pipe("maral_ner")
+    assert ner.add_label("PER") == 1
+    assert ner.add_label("PER") == 0
+    with pytest.raises(ValueError, match="non-entity"):
+        ner.add_label("O")
+    with pytest.raises(ValueError, match="strings"):
+        ner.add_label(3)  # type: ignore[arg-type]
+    assert ner.labels == ("PER",)
+
+
+def test_labels_from_initialize_config(tiny_encoder) -> None:
+    nlp = build_nlp(tiny_encoder, {"initialize.components": {"maral_ner": {"labels": ["LOC", "PER"]}}})
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    assert nlp.get_pipe("maral_ner").labels == ("LOC", "PER")
+
+
+def test_unknown_label_in_training_data_gives_clear_error(tiny_encoder) -> None:
+    nlp = build_nlp(tiny_encoder, {"initialize.components": {"maral_ner": {"labels": ["PER", "LOC"]}}})
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    with pytest.raises(ValueError, match=r"'ORG'.*not among the component's labels"):
+        nlp.update(examples, sgd=Adam(0.001))
+
+
+def test_entities_wider_than_max_width_are_counted(tiny_nlp, caplog) -> None:
+    sentences = [
+        ("the bank of the united states opened .", [(1, 6, "ORG")]),  # 5 tokens
+        ("paris is in europe .", [(0, 1, "LOC"), (3, 4, "LOC")]),
+        ("a b c d e f g", [(0, 7, "MISC"), ]),  # 7 tokens
+        ("john smith works .", [(0, 2, "PER")]),
+    ]
+    examples = []
+    for text, ents in sentences:
+        words = text.split()
+        ref = Doc(tiny_nlp.vocab, words=words)
+        ref.ents = [Span(ref, s, e, label=label) for s, e, label in ents]
+        examples.append(Example(Doc(tiny_nlp.vocab, words=words), ref))
+    with caplog.at_level(logging.WARNING, logger="spacy_maral"):
+        tiny_nlp.initialize(lambda: examples)
+    ner = tiny_nlp.get_pipe("maral_ner")
+    assert ner.max_width == 4
+    assert ner.cfg["entities_total"] == 5
+    assert ner.cfg["entities_too_wide"] == 2
+    assert any("wider than max_width=4" in r.getMessage() and "2 of 5" in r.getMessage() for r in caplog.records)
+    # the wide ones are not in the class counts; every enumerated span is counted once
+    counts = dict(zip(ner.classes, ner.cfg["class_counts"]))
+    assert counts["ORG"] == 0 and counts["MISC"] == 0 and counts["LOC"] == 2 and counts["PER"] == 1
+    assert sum(counts.values()) == sum(count_spans(len(t.split()), 4) for t, _ in sentences)
+    # ... and the labels still include them (they stay in evaluation as misses)
+    assert set(ner.labels) == {"ORG", "LOC", "MISC", "PER"}
+
+
+def test_gold_span_labels_and_missing_annotation_mask(initialized) -> None:
+    ner = initialized.get_pipe("maral_ner")
+    words = "John Smith works for Google in London .".split()
+    full = Doc(initialized.vocab, words=words)
+    full.ents = [Span(full, 0, 2, "PER"), Span(full, 4, 5, "ORG")]
+    partial = Doc(initialized.vocab, words=words)
+    # only "John Smith" is annotated; all other tokens are missing (unknown), not O
+    partial.set_ents([Span(partial, 0, 2, "PER")], default="missing")
+    examples = [Example(Doc(initialized.vocab, words=words), full), Example(Doc(initialized.vocab, words=words), partial)]
+    spans = enumerate_spans([len(words), len(words)], ner.max_width)
+    scores = SpanScores(spans=spans, logits=numpy.zeros((len(spans), 5), "f"), vectors=numpy.zeros((len(spans), 16), "f"), lengths=[8, 8])
+    labels, mask = ner.gold_span_labels(examples, scores)
+    by_span = {(int(d), int(s), int(e)): (int(l), float(m)) for (d, s, e), l, m in zip(spans, labels, mask)}
+    assert by_span[(0, 0, 2)] == (1, 1.0)  # PER
+    assert by_span[(0, 4, 5)] == (3, 1.0)  # ORG
+    assert by_span[(0, 6, 7)] == (0, 1.0)  # London is O in the full example
+    assert sum(l != 0 for (d, _, _), (l, _) in by_span.items() if d == 0) == 2
+    assert all(m == 1.0 for (d, _, _), (_, m) in by_span.items() if d == 0)
+    assert by_span[(1, 0, 2)] == (1, 1.0)
+    assert by_span[(1, 0, 1)] == (0, 1.0)
+    # every span touching an unannotated token is masked out
+    for (d, s, e), (_, m) in by_span.items():
+        if d == 1:
+            assert m == (1.0 if e <= 2 else 0.0), (s, e)
+
+
+# -------------------------------------------------------------- training
+
+
+def test_overfit_loss_falls(trained) -> None:
+    losses = trained.losses
+    assert all(numpy.isfinite(losses))
+    first = losses[0]
+    assert first > 0.0
+    assert numpy.mean(losses[-5:]) < 0.5 * first
+    assert numpy.mean(losses[-5:]) < 0.05
+
+
+def test_overfit_predicts_training_sentences(trained) -> None:
+    scores = trained.nlp.evaluate(trained.examples)
+    assert scores["ents_f"] >= 0.9
+    docs = list(trained.nlp.pipe(TEXTS))
+    assert [ents_of(doc) for doc in docs] == GOLD
+
+
+def test_predicted_spans_and_scores(trained) -> None:
+    texts = TEXTS + ["Angela Merkel met John Smith in Berlin and Paris .", "paris BERLIN 2024 ..."]
+    for doc in trained.nlp.pipe(texts):
+        group = doc.spans["maral"]
+        scores = group.attrs["scores"]
+        assert len(scores) == len(group)
+        assert all(isinstance(p, float) and 0.0 <= p <= 1.0 for p in scores)
+        # the doc had no entities before, so doc.ents are exactly the maral spans
+        assert [(s.start, s.end, s.label_) for s in group] == [(e.start, e.end, e.label_) for e in doc.ents]
+        covered = numpy.zeros(len(doc), dtype=int)
+        for ent in doc.ents:
+            assert 1 <= len(ent) <= 4
+            assert ent.label_ in ("PER", "LOC", "ORG", "MISC")
+            covered[ent.start : ent.end] += 1
+        assert (covered <= 1).all()
+        # entities win their argmax over O: probability at least 1 / n_classes
+        assert all(p >= 1.0 / 5 for p in scores)
+        # tokens outside entities are annotated O, not missing
+        assert all(t.ent_iob_ in ("B", "I", "O") for t in doc)
+
+
+def test_evaluate_returns_prf_and_per_type(trained) -> None:
+    scores = trained.nlp.evaluate(trained.examples)
+    for key in ("ents_p", "ents_r", "ents_f", "ents_per_type"):
+        assert key in scores
+    assert set(scores["ents_per_type"]) == {"PER", "LOC", "ORG", "MISC"}
+    for value in scores["ents_per_type"].values():
+        assert set(value) == {"p", "r", "f"}
+
+
+def test_evaluate_counts_unpredictable_wide_entities_as_misses(trained) -> None:
+    nlp = trained.nlp
+    words = "the bank of the united states opened .".split()
+    ref = Doc(nlp.vocab, words=words)
+    ref.ents = [Span(ref, 1, 6, "ORG")]
+    examples = [Example(Doc(nlp.vocab, words=words), ref)]
+    scores = nlp.evaluate(examples)
+    assert scores["ents_r"] == 0.0
+
+
+def test_training_reaches_the_encoder_through_the_listener(trained) -> None:
+    after = encoder_parameters(trained.nlp)
+    changed = [k for k, v in trained.encoder_before.items() if not torch.equal(v, after[k])]
+    assert any("encoder.layer.0." in k for k in changed)
+    assert any("encoder.layer.1." in k for k in changed)
+    # the word embeddings are frozen by [initialize.after_init] (configure_encoder)
+    assert "embeddings.word_embeddings.weight" not in changed
+    assert not after["embeddings.word_embeddings.weight"].requires_grad
+
+
+def test_class_state_after_training(trained) -> None:
+    head = get_span_head(trained.nlp.get_pipe("maral_ner").model)
+    # end_epoch ran after the last update: running means restarted, previous means set
+    assert float(head.cur_count.sum()) == 0.0
+    mu, kappa = head.class_distributions()
+    assert torch.allclose(mu.norm(dim=1), torch.ones(5, dtype=torch.float64))
+    assert bool((kappa > 0).all())
+    # the entity classes have concentrated (|A_c| well above 0)
+    assert bool((head.prev_mean.norm(dim=1) > 0.5).all())
+
+
+def test_update_with_empty_docs(initialized) -> None:
+    nlp = initialized
+    empty = Example(nlp.make_doc(""), nlp.make_doc(""))
+    losses = nlp.update([empty], sgd=Adam(1e-6))
+    assert losses.get("maral_ner", 0.0) == 0.0
+    words = "Angela Merkel visited Paris".split()
+    ref = Doc(nlp.vocab, words=words)
+    ref.ents = [Span(ref, 0, 2, "PER")]
+    losses = nlp.update([empty, Example(Doc(nlp.vocab, words=words), ref)], sgd=Adam(1e-6))
+    assert numpy.isfinite(losses["maral_ner"]) and losses["maral_ner"] > 0
+
+
+# ----------------------------------------------------------- serialisation
+
+
+def test_to_disk_and_load_round_trip(trained, trained_dir) -> None:
+    loaded = spacy.load(trained_dir)
+    assert loaded.pipe_names == trained.nlp.pipe_names
+    ner = loaded.get_pipe("maral_ner")
+    assert ner.labels == trained.nlp.get_pipe("maral_ner").labels
+    original_cfg = trained.nlp.get_pipe("maral_ner").cfg
+    # srsly writes floats with 10 significant digits, so the float32 loss state is compared
+    # after the float32 round trip (below), the rest exactly
+    assert {k: v for k, v in ner.cfg.items() if k != "loss_state"} == {
+        k: v for k, v in original_cfg.items() if k != "loss_state"
+    }
+    for key in ("log_prior", "weights"):
+        numpy.testing.assert_allclose(ner.cfg["loss_state"][key], original_cfg["loss_state"][key], rtol=1e-9)
+    texts = TEXTS + ["Maria Garcia visited Madrid and Berlin ."]
+    assert_same_predictions(predictions(trained.nlp, texts), predictions(loaded, texts))
+    # the class state (running means) is part of the saved model
+    a = get_span_head(trained.nlp.get_pipe("maral_ner").model)
+    b = get_span_head(ner.model)
+    for name in ("prev_mean", "cur_sum", "cur_count"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+    # the loss state survives too
+    numpy.testing.assert_array_equal(ner.loss.weights, trained.nlp.get_pipe("maral_ner").loss.weights)
+    numpy.testing.assert_array_equal(ner.loss.log_prior, trained.nlp.get_pipe("maral_ner").loss.log_prior)
+
+
+def test_to_bytes_from_bytes_round_trip(trained) -> None:
+    data = trained.nlp.to_bytes()
+    fresh = spacy.util.load_model_from_config(trained.nlp.config, auto_fill=False, validate=True)
+    fresh.from_bytes(data)
+    texts = TEXTS[:3]
+    assert_same_predictions(predictions(trained.nlp, texts), predictions(fresh, texts))
+
+
+def test_running_means_mid_epoch_are_saved(trained_dir, tmp_path) -> None:
+    nlp = spacy.load(trained_dir)
+    head = get_span_head(nlp.get_pipe("maral_ner").model)
+    before = predictions(nlp, TEXTS[:2])
+    rng = torch.Generator().manual_seed(0)
+    vectors = torch.nn.functional.normalize(torch.randn(6, 16, generator=rng), dim=1)
+    head.accumulate(vectors, torch.tensor([0, 1, 1, 2, 3, 4]))
+    after = predictions(nlp, TEXTS[:2])
+    assert before != after
+    # component bytes
+    again = spacy.load(trained_dir)
+    again.get_pipe("maral_ner").from_bytes(nlp.get_pipe("maral_ner").to_bytes())
+    assert_same_predictions(after, predictions(again, TEXTS[:2]))
+    # and disk
+    nlp.to_disk(tmp_path / "mid")
+    assert_same_predictions(after, predictions(spacy.load(tmp_path / "mid"), TEXTS[:2]))
+    assert float(get_span_head(spacy.load(tmp_path / "mid").get_pipe("maral_ner").model).cur_count.sum()) == 6.0
+
+
+def _damaged_copy(trained_dir: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "damaged"
+    shutil.copytree(trained_dir, path)
+    return path
+
+
+def test_missing_model_file_gives_clear_error(trained_dir, tmp_path) -> None:
+    path = _damaged_copy(trained_dir, tmp_path)
+    (path / "maral_ner" / "model").unlink()
+    with pytest.raises(ValueError, match="maral_ner/model is missing"):
+        spacy.load(path)
+
+
+def test_missing_cfg_file_gives_clear_error(trained_dir, tmp_path) -> None:
+    path = _damaged_copy(trained_dir, tmp_path)
+    (path / "maral_ner" / "cfg").unlink()
+    with pytest.raises(ValueError, match="maral_ner/cfg is missing"):
+        spacy.load(path)
+
+
+@pytest.mark.parametrize("keep", [0.0, 0.1, 0.5, 0.99])
+def test_truncated_model_file_gives_clear_error(trained_dir, tmp_path, keep: float) -> None:
+    path = _damaged_copy(trained_dir, tmp_path)
+    model_file = path / "maral_ner" / "model"
+    data = model_file.read_bytes()
+    model_file.write_bytes(data[: int(len(data) * keep)])
+    with pytest.raises(ValueError, match=r"can't load .*maral_ner/model"):
+        spacy.load(path)
+
+
+def test_model_file_of_another_label_set_gives_clear_error(trained_dir, tmp_path) -> None:
+    path = _damaged_copy(trained_dir, tmp_path)
+    cfg = srsly.read_json(path / "maral_ner" / "cfg")
+    cfg["labels"] = cfg["labels"][:-1]
+    srsly.write_json(path / "maral_ner" / "cfg", cfg)
+    with pytest.raises(ValueError, match=r"can't load .*maral_ner/model"):
+        spacy.load(path)
+
+
+# ------------------------------------------------------- multiprocessing
+
+
+def test_pipe_two_processes_equals_single_process(trained) -> None:
+    texts = TEXTS + ["", "Angela Merkel met Maria Garcia in Madrid ."]
+    single = predictions(trained.nlp, texts)
+    multi = []
+    for doc in trained.nlp.pipe(texts, n_process=2, batch_size=2):
+        group = doc.spans["maral"]
+        multi.append(
+            (
+                [(e.start, e.end, e.label_) for e in doc.ents],
+                [(s.start, s.end, s.label_) for s in group],
+                list(group.attrs["scores"]),
+            )
+        )
+    assert_same_predictions(single, multi)
+
+
+# ---------------------------------------------- existing entities, filters
+
+
+def _ruler_pipeline(source: Language) -> Language:
+    nlp = spacy.blank("xx")
+    ruler = nlp.add_pipe("entity_ruler")
+    ruler.add_patterns(
+        [
+            {"label": "FIRST", "pattern": "Angela"},  # overlaps maral's "Angela Merkel" PER
+            {"label": "CITY", "pattern": "Paris"},  # same span as maral's "Paris" LOC
+            {"label": "DAY", "pattern": "Monday"},  # maral finds nothing here
+        ]
+    )
+    nlp.add_pipe("transformer", source=source)
+    nlp.add_pipe("maral_ner", source=source)
+    return nlp
+
+
+SENTENCE = "Angela Merkel visited Paris on Monday ."
+MARAL_SPANS = [("Angela Merkel", "PER"), ("Paris", "LOC")]
+
+
+def test_prioritize_new_ents_filter(trained_dir) -> None:
+    nlp = _ruler_pipeline(spacy.load(trained_dir))
+    assert nlp.pipe_names == ["entity_ruler", "transformer", "maral_ner"]
+    nlp.get_pipe("maral_ner").ents_filter = registry.misc.get(NEW_FILTER)()
+    doc = nlp(SENTENCE)
+    assert ents_of(doc) == [("Angela Merkel", "PER"), ("Paris", "LOC"), ("Monday", "DAY")]
+    assert [(s.text, s.label_) for s in doc.spans["maral"]] == MARAL_SPANS
+
+
+def test_prioritize_existing_ents_filter(trained_dir) -> None:
+    nlp = _ruler_pipeline(spacy.load(trained_dir))
+    nlp.get_pipe("maral_ner").ents_filter = registry.misc.get(EXISTING_FILTER)()
+    doc = nlp(SENTENCE)
+    assert ents_of(doc) == [("Angela", "FIRST"), ("Paris", "CITY"), ("Monday", "DAY")]
+    # maral's own predictions stay available in doc.spans
+    assert [(s.text, s.label_) for s in doc.spans["maral"]] == MARAL_SPANS
+    assert len(doc.spans["maral"].attrs["scores"]) == 2
+
+
+def test_ents_filter_from_config(trained_dir, tmp_path) -> None:
+    combined = _ruler_pipeline(spacy.load(trained_dir))
+    combined.to_disk(tmp_path / "combined")
+    default = spacy.load(tmp_path / "combined")
+    assert ents_of(default(SENTENCE)) == [("Angela Merkel", "PER"), ("Paris", "LOC"), ("Monday", "DAY")]
+    existing = spacy.load(
+        tmp_path / "combined", config={"components": {"maral_ner": {"ents_filter": {"@misc": EXISTING_FILTER}}}}
+    )
+    assert existing.config["components"]["maral_ner"]["ents_filter"] == {"@misc": EXISTING_FILTER}
+    assert ents_of(existing(SENTENCE)) == [("Angela", "FIRST"), ("Paris", "CITY"), ("Monday", "DAY")]
+
+
+# ---------------------------------------------------- empty, whitespace
+
+
+@pytest.mark.parametrize("text", ["", " ", "   \n\t ", "\n"])
+def test_empty_and_whitespace_docs(trained, text: str) -> None:
+    doc = trained.nlp(text)
+    assert len(doc.spans["maral"]) == len(doc.spans["maral"].attrs["scores"])
+    docs = list(trained.nlp.pipe([text, SENTENCE, text, "", text]))
+    assert ents_of(docs[1]) == [("Angela Merkel", "PER"), ("Paris", "LOC")]
+    for doc in docs:
+        assert "maral" in doc.spans
+        assert len(doc.spans["maral"]) == len(doc.spans["maral"].attrs["scores"])
+    all_empty = list(trained.nlp.pipe(["", ""]))
+    assert [len(d.ents) for d in all_empty] == [0, 0]
+
+
+def test_whitespace_tokens_are_never_entities(trained) -> None:
+    ner = trained.nlp.get_pipe("maral_ner")
+    doc = trained.nlp.make_doc("Paris  Berlin \n")
+    assert [t.is_space for t in doc] == [False, True, False, True]
+    spans = enumerate_spans([len(doc)], ner.max_width)
+    # every span looks like a LOC to the model
+    logits = numpy.tile(numpy.array([[0.0, 0.0, 5.0, 0.0, 0.0]], dtype="f"), (len(spans), 1))
+    scores = SpanScores(spans=spans, logits=logits, vectors=numpy.zeros((len(spans), 16), "f"), lengths=[len(doc)])
+    ner.set_annotations([doc], scores)
+    assert ents_of(doc) == [("Paris", "LOC"), ("Berlin", "LOC")]
