@@ -56,6 +56,7 @@ training/adapt-$(TARGET)/model-best: corpus/$(TARGET)-pseudo/summary.json
 	  --paths.diagnostics training/adapt-$(TARGET)/diagnostics.jsonl \
 	  --paths.checkpoint training/adapt-$(TARGET)/checkpoint \
 	  --corpora.train.max_target_docs $(MAX_TARGET_DOCS) --training.max_steps $(STAGE2_STEPS) \
+	  --components.maral_ner.adaptation.n_epochs $$(( ($(STAGE2_STEPS) * 8 + $(MAX_TARGET_DOCS) - 1) / $(MAX_TARGET_DOCS) )) \
 	  --training.eval_frequency $(EVAL_EVERY) --corpora.dev.limit $(DEV_LIMIT)
 
 all: training/adapt-$(TARGET)/model-best corpus/$(TARGET)-test.spacy

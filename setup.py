@@ -37,6 +37,9 @@ setup(
         "spacy_architectures": [
             "spacy_maral.SpanNER.v1 = spacy_maral.model:build_span_ner",
         ],
+        "spacy_layers": [
+            "spacy_maral.first_subword.v1 = spacy_maral.model:first_subword_pooling",
+        ],
         "spacy_misc": [
             "spacy_maral.ReweightedVMFLoss.v1 = spacy_maral.loss:configure_reweighted_vmf_loss",
             "spacy_maral.Adaptation.v1 = spacy_maral.student:configure_adaptation",

@@ -2,7 +2,7 @@
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from spacy.language import Language
 
@@ -129,9 +129,27 @@ def save_checkpoint(nlp: Language, path: Path) -> None:
 
 def load_checkpoint(nlp: Language, path: Path) -> None:
     """Load every pipe's weights and state from a checkpoint written by save_checkpoint."""
-    if (Path(path) / CHECKPOINT_MARKER).exists() is False:
+    path = Path(path)
+    if not (path / CHECKPOINT_MARKER).exists():
         raise ValueError(f"{path} is not a complete checkpoint")
+    frozen = _frozen_embedding_pipes(nlp)
+    if (path / "vocab").exists():
+        nlp.vocab.from_disk(path / "vocab")
     for name, pipe in nlp.pipeline:
         if (path / name).exists() and hasattr(pipe, "from_disk"):
-            pipe.from_disk(path / name)
+            pipe.from_disk(path / name, exclude=["vocab"])
+    # Loading rebuilds the transformer, which resets requires_grad: freeze again.
+    for name, pipe in nlp.pipeline:
+        if name in frozen:
+            pipe.model.transformer.get_input_embeddings().weight.requires_grad_(False)
     logger.warning("Resumed from the checkpoint %s", path)
+
+
+def _frozen_embedding_pipes(nlp: Language) -> List[str]:
+    names = []
+    for name, pipe in nlp.pipeline:
+        transformer = getattr(getattr(pipe, "model", None), "transformer", None)
+        if transformer is not None and hasattr(transformer, "get_input_embeddings"):
+            if not transformer.get_input_embeddings().weight.requires_grad:
+                names.append(name)
+    return names

@@ -46,7 +46,7 @@ grad_factor = 1.0
 upstream = "*"
 
 [model.tok2vec.pooling]
-@layers = "reduce_first.v1"
+@layers = "spacy_maral.first_subword.v1"
 """
 DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
 
@@ -183,15 +183,7 @@ class MaralNER(TrainablePipe):
         classes = self.classes
         for doc, sl in zip(docs, doc_span_slices(len(docs), scores.spans)):
             spans = scores.spans[sl]
-            doc_probs = probs[sl]
-            # As in spaCy's own NER, an entity never starts or ends on a whitespace token.
-            space = numpy.fromiter((t.is_space for t in doc), dtype=bool, count=len(doc))
-            if space.any():
-                bad = space[spans[:, 1]] | space[spans[:, 2] - 1]
-                doc_probs = doc_probs.copy()
-                doc_probs[bad] = 0.0
-                doc_probs[bad, 0] = 1.0
-            kept = decode_doc(spans[:, 1], spans[:, 2], doc_probs, len(doc))
+            kept = decode_doc(spans[:, 1], spans[:, 2], mask_space_spans(doc, spans, probs[sl]), len(doc))
             new_ents = [Span(doc, s, e, label=classes[c]) for s, e, c, _ in kept]
             group = SpanGroup(doc, name=self.spans_key, spans=new_ents)
             group.attrs["scores"] = [p for _, _, _, p in kept]
@@ -519,6 +511,26 @@ class MaralNER(TrainablePipe):
         if self.adapter is not None and (path / "adaptation").exists() and "adaptation" not in exclude:
             self.adapter.load(path / "adaptation")
         return self
+
+
+def mask_space_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> numpy.ndarray:
+    """Probabilities with all mass on O for spans that start or end on a whitespace token.
+
+    As in spaCy's own NER, an entity never starts or ends on a whitespace token.
+
+    doc (Doc): the doc.
+    spans (numpy.ndarray): (n, 3) its spans (doc index, start, end).
+    probs (numpy.ndarray): (n, C) their class probabilities.
+    RETURNS (numpy.ndarray): probs, or a masked copy.
+    """
+    space = numpy.fromiter((t.is_space for t in doc), dtype=bool, count=len(doc))
+    if not space.any():
+        return probs
+    bad = space[spans[:, 1]] | space[spans[:, 2] - 1]
+    masked = probs.copy()
+    masked[bad] = 0.0
+    masked[bad, 0] = 1.0
+    return masked
 
 
 def _softmax(logits: numpy.ndarray) -> numpy.ndarray:

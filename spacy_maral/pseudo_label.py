@@ -22,7 +22,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin, SpanGroup
 from tqdm import tqdm
 
-from .component import MaralNER, _softmax
+from .component import MaralNER, _softmax, mask_space_spans
 from .decoding import decode_doc
 from .fileio import atomic_open, atomic_write_text
 from .readers import docbin_paths
@@ -93,7 +93,7 @@ def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc]) -> List[Doc]:
     probs = _softmax(ner.model.ops.to_numpy(scores.logits))
     for doc, sl in zip(runnable, doc_span_slices(len(predicted), scores.spans)):
         spans = scores.spans[sl]
-        kept = decode_doc(spans[:, 1], spans[:, 2], probs[sl], len(doc))
+        kept = decode_doc(spans[:, 1], spans[:, 2], mask_space_spans(doc, spans, probs[sl]), len(doc))
         rows = [sl.start + int(numpy.flatnonzero((spans[:, 1] == s) & (spans[:, 2] == e))[0]) for s, e, _, _ in kept]
         attach_soft_labels(doc, [(s, e) for s, e, _, _ in kept], probs[rows] if rows else numpy.zeros((0, len(ner.classes))), ner.classes)
     return docs

@@ -5,6 +5,7 @@ One row per enumerated span of every target sentence (widths 1..max_width, the o
 proportional to the real spans, never to a padded maximum. Saved atomically (a temporary
 file, then os.replace), so a run killed at any moment keeps the last complete state.
 """
+import zipfile
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -153,7 +154,7 @@ class SoftLabelStore:
                 store.anchor = data["anchor"].astype(bool)
                 store.scores = data["scores"].astype(numpy.float32)
                 store.epoch = int(data["epoch"])
-        except (OSError, KeyError, ValueError) as err:
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
             raise ValueError(f"can't read the soft-label state {path}: {err}") from err
         return store
 

@@ -17,6 +17,7 @@ Target tags, when the corpus has them, are only read by `diagnostics()`, never b
 training decision.
 """
 import json
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -179,10 +180,17 @@ class Adapter:
         """
         store = self.require_store()
         s = self.settings
+        self._refine(rows, logits, vectors)
+        # Scores and vectors are recorded under the labels after this step's refinement.
         hard = store.q[rows].argmax(axis=1)
         store.scores[rows] = logits[numpy.arange(rows.shape[0]), hard]
         self.collector.add(source_vectors, source_labels, s.o_sample_rate, self.rng, target=False)
         self.collector.add(vectors, hard, s.o_sample_rate, self.rng, target=True)
+
+    def _refine(self, rows: numpy.ndarray, logits: numpy.ndarray, vectors: numpy.ndarray) -> None:
+        """EMA update of the unreliable spans' soft labels from global and local guidance."""
+        store = self.require_store()
+        s = self.settings
         if not (s.refine and self.adapting) or self.margins_p is None:
             return
         todo = ~store.anchor[rows] if s.use_anchors else numpy.ones(rows.shape[0], dtype=bool)
@@ -300,7 +308,7 @@ class Adapter:
                 if "index_vectors" in data:
                     self.index = A.NeighbourIndex(data["index_vectors"], data["index_labels"])
             meta = json.loads((directory / "adapter.json").read_text(encoding="utf8"))
-        except (OSError, KeyError, ValueError) as err:
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
             raise ValueError(f"can't read the adaptation state in {directory}: {err}") from err
         self.history = meta.get("history", [])
         self.gold = {int(k): [tuple(x) for x in v] for k, v in meta.get("gold", {}).items()}

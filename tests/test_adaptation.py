@@ -419,11 +419,6 @@ def test_store_load_missing_array_is_a_value_error(tmp_path: Path) -> None:
         SoftLabelStore.load(path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SoftLabelStore.load (soft_labels.py:156) catches only OSError/KeyError/ValueError; "
-    "a truncated .npz raises zipfile.BadZipFile (or EOFError when empty), which escapes",
-)
 @pytest.mark.parametrize("keep", [0.0, 0.5, 0.98])
 def test_store_load_truncated_file_is_a_value_error(tmp_path: Path, keep: float) -> None:
     docs, _ = pseudo_docs(Vocab())
@@ -590,12 +585,6 @@ def test_after_step_without_anchors_refines_everything() -> None:
     numpy.testing.assert_allclose(store.q[rows], expected, rtol=1e-6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Adapter.after_step (student.py:182-183) records s_c(z) under the hard label from "
-    "BEFORE the refinement; when the EMA flips a span's argmax, end_epoch pairs that score with "
-    "the new label (class_margins, select_anchors), i.e. x is not s_c(z) of the span's class c",
-)
 def test_recorded_score_belongs_to_the_current_hard_label() -> None:
     adapter, store = small_adapter(anchor_start=2, ema_start=0.8, ema_end=0.8)
     store.epoch = 1

@@ -6,6 +6,7 @@ diagnostics, and a run killed with SIGKILL and resumed from its checkpoint.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,8 +28,10 @@ from spacy_maral.callbacks import (
     load_checkpoint,
     save_checkpoint,
 )
+from spacy_maral.model import SpanScores
 from spacy_maral.pseudo_label import pseudo_label
 from spacy_maral.readers import create_adaptation_corpus, is_target, target_index, target_subset
+from spacy_maral.spans import enumerate_spans
 from spacy_maral.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, SoftLabelStore, attach_soft_labels
 from spacy_maral.student import Adapter, AdaptationSettings
 
@@ -345,6 +348,46 @@ def test_pseudo_label_text_file(teacher, tmp_path) -> None:
         pseudo_label(teacher, tmp_path / "missing.txt", tmp_path / "none", progress=False)
 
 
+def test_pseudo_labels_follow_the_whitespace_rule_of_the_teacher(teacher, tmp_path, monkeypatch) -> None:
+    ner = teacher.get_pipe("maral_ner")
+
+    def predict_entities_on_whitespace(docs):
+        """Scores that make every span starting or ending on a whitespace token an entity."""
+        docs = list(docs)
+        spans = enumerate_spans([len(d) for d in docs], ner.max_width)
+        logits = numpy.full((spans.shape[0], len(ner.classes)), -5.0, dtype=numpy.float32)
+        logits[:, 0] = 5.0
+        for r, (i, s, e) in enumerate(spans):
+            if docs[i][int(s)].is_space or docs[i][int(e) - 1].is_space:
+                logits[r, 0], logits[r, 1] = -5.0, 5.0
+        vectors = numpy.zeros((spans.shape[0], 16), dtype=numpy.float32)
+        return SpanScores(spans=spans, logits=logits, vectors=vectors, lengths=[len(d) for d in docs])
+
+    # (the real predict can't run here: see test_pseudo_label_text_with_a_double_space)
+    monkeypatch.setattr(ner, "predict", predict_entities_on_whitespace)
+    text = tmp_path / "target.txt"
+    text.write_text("Paris  ist schön\n", encoding="utf8")  # two spaces: a whitespace token
+    pseudo_label(teacher, text, tmp_path / "out", progress=False)
+    doc = read_shards(tmp_path / "out", teacher.vocab)[0]
+    assert [t.is_space for t in doc] == [False, True, False, False]
+    # the teacher's own prediction keeps no entity there ...
+    predicted = teacher(doc.text)
+    assert predicted.ents == ()
+    # ... and neither should its pseudo-labels
+    spans, _ = pseudo_of(doc)
+    assert not [(s, e) for s, e, _ in spans if doc[s].is_space or doc[e - 1].is_space]
+
+
+def test_pseudo_label_text_with_a_double_space(teacher, tmp_path) -> None:
+    text = tmp_path / "target.txt"
+    text.write_text("Paris  ist schön\nBerlin \t liegt an der Spree\n", encoding="utf8")
+    stats = pseudo_label(teacher, text, tmp_path / "out", progress=False)
+    assert stats.sentences == 2
+    for doc in read_shards(tmp_path / "out", teacher.vocab):
+        spans, _ = pseudo_of(doc)
+        assert not [(s, e) for s, e, _ in spans if doc[s].is_space or doc[e - 1].is_space]
+
+
 # ------------------------------------------------------------ stage-2 training
 RECORDING_HOOK = '''
 """Test instrument: spacy_maral.epoch_hook.v1, plus a dump of the soft labels right after
@@ -455,25 +498,27 @@ def _try_load_store(path: Path):
         return None
 
 
-def test_stage2_killed_and_resumed(data, pseudo_dir, tmp_path) -> None:
-    hook_file = tmp_path / "recording_hook.py"
+@pytest.fixture(scope="module")
+def killed_run(data, pseudo_dir, tmp_path_factory) -> Dict[str, object]:
+    """A stage-2 run with a checkpoint every 2 steps, SIGKILLed once a checkpoint holds a finished epoch."""
+    work = tmp_path_factory.mktemp("resume")
+    hook_file = work / "recording_hook.py"
     hook_file.write_text(RECORDING_HOOK, encoding="utf8")
-    config = write_stage2_config(data, tmp_path / "adapt.cfg", hook="test_maral.recording_hook.v1")
-    checkpoint = tmp_path / "checkpoint"
-    diag = tmp_path / "diagnostics.jsonl"
+    config = write_stage2_config(data, work / "adapt.cfg", hook="test_maral.recording_hook.v1")
+    checkpoint = work / "checkpoint"
+    diag = work / "diagnostics.jsonl"
 
     def command(out: str, max_steps: int, every: int, dump: str) -> List[str]:
         return spacy_train(
-            config, tmp_path / out, "--code", str(hook_file),
+            config, work / out, "--code", str(hook_file),
             "--paths.target", str(pseudo_dir), "--paths.diagnostics", str(diag),
             "--paths.checkpoint", str(checkpoint),
             "--training.max_steps", str(max_steps),
             "--training.before_update.checkpoint_every", str(every),
-            "--training.before_update.dump_path", str(tmp_path / dump),
+            "--training.before_update.dump_path", str(work / dump),
         )
 
-    # run 1: checkpoints every 2 steps; killed once a checkpoint has finished an epoch
-    log1 = tmp_path / "run1.log"
+    log1 = work / "run1.log"
     with log1.open("w", encoding="utf8") as f:
         proc = subprocess.Popen(command("out1", 1000, 2, "dump1.npz"), stdout=f, stderr=subprocess.STDOUT, env=ENV, cwd=str(REPO))
     killed = False
@@ -483,7 +528,7 @@ def test_stage2_killed_and_resumed(data, pseudo_dir, tmp_path) -> None:
             if (checkpoint / CHECKPOINT_MARKER).exists():
                 store = _try_load_store(checkpoint / "maral_ner" / "adaptation" / "soft_labels.npz")
                 if store is not None and store.epoch >= 1:
-                    os.kill(proc.pid, signal.SIGKILL)
+                    os.kill(proc.pid, signal.SIGKILL)  # wherever it is, maybe mid-checkpoint
                     killed = True
                     break
             time.sleep(0.05)
@@ -491,82 +536,111 @@ def test_stage2_killed_and_resumed(data, pseudo_dir, tmp_path) -> None:
         if proc.poll() is None and not killed:
             os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
-    assert killed, "no checkpoint with a finished epoch appeared:\n" + log1.read_text(encoding="utf8")[-4000:]
-    assert proc.returncode == -signal.SIGKILL
-    assert not (tmp_path / "out1" / "model-last").exists()
+    return {
+        "work": work, "command": command, "checkpoint": checkpoint, "diag": diag, "killed": killed,
+        "returncode": proc.returncode, "log": log1.read_text(encoding="utf8"),
+    }
 
-    # the checkpoint left by the kill is complete and loadable
-    found = find_checkpoint(checkpoint)
+
+def test_killed_run_leaves_a_complete_checkpoint(killed_run) -> None:
+    assert killed_run["killed"], "no checkpoint with a finished epoch appeared:\n" + killed_run["log"][-4000:]
+    assert killed_run["returncode"] == -signal.SIGKILL
+    work: Path = killed_run["work"]
+    found = find_checkpoint(killed_run["checkpoint"])
     assert found is not None and (found / CHECKPOINT_MARKER).exists()
     saved = SoftLabelStore.load(found / "maral_ner" / "adaptation" / "soft_labels.npz")
     assert saved.epoch >= 1 and saved.n_docs == 6
+    assert saved.anchor.any()  # anchors were selected at the end of epoch 1
     adapter = Adapter(AdaptationSettings())
-    adapter.load(found / "maral_ner" / "adaptation")  # margins, index, history
-    assert adapter.margins_p is not None and adapter.index is not None and len(adapter.history) == saved.epoch
-    dump1 = numpy.load(tmp_path / "dump1.npz")
-    assert int(dump1["epoch"]) == 0  # run 1 started fresh
-    n_records_before = len(diag.read_text(encoding="utf8").splitlines())
-    assert n_records_before >= saved.epoch
+    adapter.load(found / "maral_ner" / "adaptation")  # prior, margins, index, history
+    assert adapter.margins_p is not None and adapter.index is not None
+    assert len(adapter.history) == saved.epoch
+    assert int(numpy.load(work / "dump1.npz")["epoch"]) == 0  # run 1 started fresh
+    records = killed_run["diag"].read_text(encoding="utf8").splitlines()
+    assert len(records) >= saved.epoch
+    # the checkpoint is a loadable pipeline, soft labels included
+    nlp = spacy.load(found)
+    assert nlp.get_pipe("maral_ner").adapter.store.epoch == saved.epoch
+    assert isinstance(nlp("Siemens in Berlin .").ents, tuple)
 
-    # run 2: the same command with fewer steps resumes from the checkpoint and finishes
-    log2 = run_to_end(command("out2", 3, 2, "dump2.npz"), tmp_path / "run2.log")
+
+def test_killed_run_resumes_and_finishes(killed_run) -> None:
+    assert killed_run["killed"]
+    work: Path = killed_run["work"]
+    checkpoint: Path = killed_run["checkpoint"]
+    found = find_checkpoint(checkpoint)
+    saved = SoftLabelStore.load(found / "maral_ner" / "adaptation" / "soft_labels.npz")
+    # the same command with fewer steps resumes from the checkpoint and finishes
+    log2 = run_to_end(killed_run["command"]("out2", 3, 2, "dump2.npz"), work / "run2.log")
     assert "Resumed from the checkpoint" in log2
-    dump2 = numpy.load(tmp_path / "dump2.npz")
+    dump2 = numpy.load(work / "dump2.npz")  # the state after the resume, before the first update
     assert int(dump2["step"]) == 0 and int(dump2["epoch"]) == saved.epoch
-    numpy.testing.assert_array_equal(dump2["q"], saved.q)  # the soft labels at restart
+    numpy.testing.assert_array_equal(dump2["q"], saved.q)
     numpy.testing.assert_array_equal(dump2["anchor"], saved.anchor)
-    final = SoftLabelStore.load(tmp_path / "out2" / "model-last" / "maral_ner" / "adaptation" / "soft_labels.npz")
+    final = SoftLabelStore.load(work / "out2" / "model-last" / "maral_ner" / "adaptation" / "soft_labels.npz")
     assert final.q.shape == saved.q.shape
     numpy.testing.assert_array_equal(final.lengths, saved.lengths)
     assert final.epoch >= saved.epoch + 1  # steps 0..3 cross one more epoch boundary
-    records = [json.loads(line) for line in diag.read_text(encoding="utf8").splitlines()]
+    records = [json.loads(line) for line in killed_run["diag"].read_text(encoding="utf8").splitlines()]
     assert records[-1]["epoch_completed"] == final.epoch
-    nlp = spacy.load(tmp_path / "out2" / "model-last")
+    nlp = spacy.load(work / "out2" / "model-last")
     assert isinstance(nlp("Siemens in Berlin .").ents, tuple)
-    # the checkpoint was rewritten by run 2 and is still complete
-    assert find_checkpoint(checkpoint) == checkpoint
+    assert find_checkpoint(checkpoint) == checkpoint  # rewritten by run 2, complete
 
 
 # ------------------------------------------------------------ checkpoints
-def test_save_and_load_checkpoint_in_process(tiny_encoder, tmp_path) -> None:
+@pytest.fixture
+def trained_nlp(tiny_encoder):
     nlp = spacy.util.load_model_from_config(source_config(tiny_encoder), auto_fill=True, validate=True)
     examples = make_examples(nlp)
     nlp.initialize(lambda: examples)
     nlp.update(examples, sgd=Adam(0.01))
-    text = "Angela Merkel visited Paris on Monday ."
-    before = nlp.get_pipe("maral_ner").predict([nlp(text)]).logits.copy()
+    return nlp
+
+
+def test_save_checkpoint_is_complete_and_found(trained_nlp, tmp_path) -> None:
     path = tmp_path / "ckpt"
-    save_checkpoint(nlp, path)
-    save_checkpoint(nlp, path)  # over an existing one
+    save_checkpoint(trained_nlp, path)
+    save_checkpoint(trained_nlp, path)  # over an existing one
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # no .tmp / .old left
+    assert (path / CHECKPOINT_MARKER).exists() and find_checkpoint(path) == path
+    text = "Angela Merkel visited Paris on Monday ."
+    before = trained_nlp.get_pipe("maral_ner").predict([trained_nlp(text)]).logits
+    loaded = spacy.load(path)
+    numpy.testing.assert_allclose(loaded.get_pipe("maral_ner").predict([loaded(text)]).logits, before, rtol=1e-4, atol=1e-5)
+    # a stale .tmp from a killed save is replaced
+    (tmp_path / "ckpt.tmp").mkdir()
+    (tmp_path / "ckpt.tmp" / "junk").write_text("x", encoding="utf8")
+    save_checkpoint(trained_nlp, path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
-    assert (path / CHECKPOINT_MARKER).exists()
-    other = spacy.util.load_model_from_config(source_config(tiny_encoder), auto_fill=True, validate=True)
-    other.initialize(lambda: make_examples(other))
-    fresh = other.get_pipe("maral_ner").predict([other(text)]).logits.copy()
-    assert not numpy.allclose(fresh, before, rtol=1e-4, atol=1e-5)
-    load_checkpoint(other, path)
-    after = other.get_pipe("maral_ner").predict([other(text)]).logits
-    numpy.testing.assert_allclose(after, before, rtol=1e-4, atol=1e-5)
     # a kill between the two renames leaves only the ".old" sibling: still found
     os.replace(path, tmp_path / "ckpt.old")
     assert find_checkpoint(path) == tmp_path / "ckpt.old"
     (tmp_path / "ckpt.old" / CHECKPOINT_MARKER).unlink()
     assert find_checkpoint(path) is None
     with pytest.raises(ValueError, match="not a complete checkpoint"):
-        load_checkpoint(other, tmp_path / "ckpt.old")
+        load_checkpoint(trained_nlp, tmp_path / "ckpt.old")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="callbacks.load_checkpoint: Transformer.from_disk rebuilds the HF model "
-    "(spacy-transformers HFShim.from_bytes -> model_cls.from_config), so the word embeddings "
-    "frozen by configure_encoder.v1 (after_init) have requires_grad=True again after a resume",
-)
+def test_load_checkpoint_restores_the_weights(trained_nlp, tiny_encoder, tmp_path) -> None:
+    text = "Angela Merkel visited Paris on Monday ."
+    before = trained_nlp.get_pipe("maral_ner").predict([trained_nlp(text)]).logits.copy()
+    save_checkpoint(trained_nlp, tmp_path / "ckpt")
+    other = spacy.util.load_model_from_config(source_config(tiny_encoder), auto_fill=True, validate=True)
+    other.initialize(lambda: make_examples(other))
+    fresh = other.get_pipe("maral_ner").predict([other(text)]).logits
+    assert not numpy.allclose(fresh, before, rtol=1e-4, atol=1e-5)
+    load_checkpoint(other, tmp_path / "ckpt")
+    after = other.get_pipe("maral_ner").predict([other(text)]).logits
+    numpy.testing.assert_allclose(after, before, rtol=1e-4, atol=1e-5)
+
+
 def test_resume_keeps_word_embeddings_frozen(tiny_encoder, tmp_path) -> None:
     nlp = spacy.util.load_model_from_config(source_config(tiny_encoder), auto_fill=True, validate=True)
     nlp.initialize(lambda: make_examples(nlp))
     assert freeze_word_embeddings_of(nlp) > 0
-    save_checkpoint(nlp, tmp_path / "ckpt")
-    load_checkpoint(nlp, tmp_path / "ckpt")
+    path = tmp_path / "ckpt"
+    save_checkpoint(nlp, path)
+    load_checkpoint(nlp, path)
     weight = nlp.get_pipe("transformer").model.transformer.get_input_embeddings().weight
     assert not weight.requires_grad
