@@ -23,7 +23,6 @@ from thinc.api import (
     PyTorchGradScaler,
     PyTorchShim,
     PyTorchWrapper_v2,
-    chain,
     torch2xp,
     xp2torch,
 )

@@ -7,7 +7,7 @@ file, then os.replace), so a run killed at any moment keeps the last complete st
 """
 import zipfile
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Sequence, Tuple
 
 import numpy
 from spacy.tokens import Doc, Span, SpanGroup

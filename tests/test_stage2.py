@@ -6,7 +6,6 @@ diagnostics, and a run killed with SIGKILL and resumed from its checkpoint.
 """
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
