@@ -21,7 +21,7 @@ def pseudo_label_command(
     kept aside for diagnostics only.
     """
     import spacy
-    from spacy.util import require_gpu
+    from thinc.api import require_gpu
 
     from ..pseudo_label import pseudo_label
 
