@@ -11,6 +11,7 @@ Architecture `spacy_maral.SpanNER.v1` (METHOD.md sections 1-2):
 The class distributions (running means, hence mu and kappa) are torch buffers of the
 head, so they are saved and loaded with the weights.
 """
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple, cast
 
@@ -31,6 +32,12 @@ from thinc.types import Floats2d, Ragged
 from .spans import N_CASING, casing_counts, enumerate_spans, global_token_indices
 from .util import registry
 from .vmf import kappa_from_resultant, vmf_contrastive_logits
+
+# nlp.pipe(n_process=N) forks. A child that inherits torch's OpenMP pool from a parent
+# that already ran torch ops in parallel can hang in its first op; one thread per child
+# avoids it (the children already run side by side).
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
 
 
 @dataclass
