@@ -63,6 +63,7 @@ NON_ENTITY_LABEL = "O"
         "ents_filter": {"@misc": "spacy.prioritize_new_ents_filter.v1"},
         "scorer": {"@scorers": "spacy.ner_scorer.v1"},
         "adaptation": None,
+        "inference_tau": 0.0,
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
@@ -75,6 +76,7 @@ def make_maral_ner(
     ents_filter: Callable[[Iterable[Span], Iterable[Span]], Iterable[Span]],
     scorer: Optional[Callable],
     adaptation: Optional[AdaptationSettings],
+    inference_tau: float,
 ) -> "MaralNER":
     """Create a maral_ner component.
 
@@ -88,10 +90,12 @@ def make_maral_ner(
     scorer (Optional[Callable]): scoring method (spacy.ner_scorer.v1).
     adaptation (Optional[AdaptationSettings]): stage-2 progressive adaptation settings
         (spacy_maral.Adaptation.v1); null for source-only training (stage 1).
+    inference_tau (float): weight of the source class prior added to the logits at
+        prediction time (0 = argmax s(z), the paper's rule).
     """
     return MaralNER(
         nlp.vocab, model, name, loss=loss, spans_key=spans_key, ents_filter=ents_filter,
-        scorer=scorer, adaptation=adaptation,
+        scorer=scorer, adaptation=adaptation, inference_tau=inference_tau,
     )
 
 
@@ -109,6 +113,7 @@ class MaralNER(TrainablePipe):
         ents_filter: Optional[Callable[[Iterable[Span], Iterable[Span]], Iterable[Span]]] = None,
         scorer: Optional[Callable] = get_ner_prf,
         adaptation: Optional[AdaptationSettings] = None,
+        inference_tau: float = 0.0,
     ) -> None:
         """Initialise the component; see make_maral_ner for the arguments."""
         self.vocab = vocab
@@ -118,6 +123,7 @@ class MaralNER(TrainablePipe):
         self.ents_filter = ents_filter if ents_filter is not None else util.registry.misc.get("spacy.prioritize_new_ents_filter.v1")()
         self.scorer = scorer
         self.cfg: Dict[str, Any] = {"labels": [], "spans_key": spans_key, "loss_state": {}, "nI": None}
+        self.inference_tau = inference_tau
         self.adapter = Adapter(adaptation) if adaptation is not None else None
         self.target_loss = ReweightedVMFLoss(tau=adaptation.tau_u, class_weights=False) if adaptation is not None else None
 
@@ -176,10 +182,21 @@ class MaralNER(TrainablePipe):
             )
         return self.model.predict(docs)
 
+    def probabilities(self, scores: SpanScores) -> numpy.ndarray:
+        """Class probabilities of every span: softmax(s(z) + inference_tau * log pi_src).
+
+        With inference_tau = 0 (the default, as in the paper) this is softmax of the
+        vMF logits; tau > 0 adds back part of the source class prior at prediction time.
+        """
+        logits = self.model.ops.to_numpy(scores.logits)
+        if self.inference_tau and self.loss.log_prior is not None:
+            logits = logits + self.inference_tau * self.loss.log_prior[None, :]
+        return _softmax(logits)
+
     def set_annotations(self, docs: Iterable[Doc], scores: SpanScores) -> None:
         """Write the decoded entities to doc.ents and doc.spans[spans_key]."""
         docs = list(docs)
-        probs = _softmax(self.model.ops.to_numpy(scores.logits))
+        probs = self.probabilities(scores)
         classes = self.classes
         for doc, sl in zip(docs, doc_span_slices(len(docs), scores.spans)):
             spans = scores.spans[sl]

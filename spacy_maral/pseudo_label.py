@@ -22,7 +22,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin, SpanGroup
 from tqdm import tqdm
 
-from .component import MaralNER, _softmax, mask_space_spans
+from .component import MaralNER, mask_space_spans
 from .decoding import decode_doc
 from .fileio import atomic_open, atomic_write_text
 from .readers import docbin_paths
@@ -90,7 +90,7 @@ def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc]) -> List[Doc]:
     if not predicted:
         return docs
     scores = ner.predict(predicted)
-    probs = _softmax(ner.model.ops.to_numpy(scores.logits))
+    probs = ner.probabilities(scores)
     for doc, sl in zip(runnable, doc_span_slices(len(predicted), scores.spans)):
         spans = scores.spans[sl]
         kept = decode_doc(spans[:, 1], spans[:, 2], mask_space_spans(doc, spans, probs[sl]), len(doc))

@@ -516,3 +516,22 @@ def test_whitespace_tokens_are_never_entities(trained) -> None:
     scores = SpanScores(spans=spans, logits=logits, vectors=numpy.zeros((len(spans), 16), "f"), lengths=[len(doc)])
     ner.set_annotations([doc], scores)
     assert ents_of(doc) == [("Paris", "LOC"), ("Berlin", "LOC")]
+
+
+def test_inference_tau_moves_mass_to_frequent_classes(trained) -> None:
+    """inference_tau adds tau * log pi_src to the logits: O (the frequent class) gains."""
+    ner = trained.nlp.get_pipe("maral_ner")
+    docs = [trained.nlp(eg.reference.text) for eg in trained.examples]
+    scores = ner.predict(docs)
+    assert ner.inference_tau == 0.0
+    plain = ner.probabilities(scores)
+    logits = ner.model.ops.to_numpy(scores.logits)
+    expected = numpy.exp(logits - logits.max(1, keepdims=True))
+    numpy.testing.assert_allclose(plain, expected / expected.sum(1, keepdims=True), rtol=1e-5)
+    try:
+        ner.inference_tau = 1.0
+        adjusted = ner.probabilities(scores)
+    finally:
+        ner.inference_tau = 0.0
+    assert (adjusted[:, 0] >= plain[:, 0] - 1e-6).all()
+    assert adjusted[:, 0].mean() > plain[:, 0].mean()

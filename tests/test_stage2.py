@@ -643,3 +643,18 @@ def test_resume_keeps_word_embeddings_frozen(tiny_encoder, tmp_path) -> None:
     load_checkpoint(nlp, path)
     weight = nlp.get_pipe("transformer").model.transformer.get_input_embeddings().weight
     assert not weight.requires_grad
+
+
+def test_pseudo_label_cli(data, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from spacy_maral.cli import app
+
+    out = tmp_path / "cli-pseudo"
+    result = CliRunner().invoke(app, ["pseudo-label", str(data["teacher"]), str(data["target"]), str(out), "--shard-size", "3"])
+    assert result.exit_code == 0, result.output
+    assert "sentences" in result.output and "diagnostics only" in result.output
+    assert (out / "summary.json").exists() and (out / "shard-00000.spacy").exists()
+    missing = CliRunner().invoke(app, ["pseudo-label", str(data["teacher"]), str(tmp_path / "nope.spacy"), str(out)])
+    assert missing.exit_code == 1
+    assert "nope.spacy" in missing.output
