@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stage-2 benchmark runs of issue 3 (one CPU thread each, so two run side by side).
-#   bash scripts/train_stage2_benchmark.sh label TEACHER LANG [LIMIT]
+#   bash scripts/train_stage2_benchmark.sh label TEACHER LANG [LIMIT] [INFERENCE_TAU]
 #       pseudo-label the first LIMIT sentences of corpus/LANG-train.spacy -> runs/pseudo-LANG
 #   bash scripts/train_stage2_benchmark.sh train NAME LANG [STEPS] [TARGET_DOCS] [overrides...]
 #       train a student on en-train + runs/pseudo-LANG -> runs/NAME (log: logs/NAME.log)
@@ -12,8 +12,8 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS
 mkdir -p runs logs
 case "$1" in
   label)
-    TEACHER=$2 L=$3 LIMIT=${4:-4000}
-    exec .venv/bin/python -m spacy_maral pseudo-label "$TEACHER" corpus/$L-train.spacy runs/pseudo-$L --limit "$LIMIT" ;;
+    TEACHER=$2 L=$3 LIMIT=${4:-4000} TAU=${5:-1.5}
+    exec .venv/bin/python -m spacy_maral pseudo-label "$TEACHER" corpus/$L-train.spacy runs/pseudo-$L --limit "$LIMIT" --inference-tau "$TAU" ;;
   train)
     NAME=$2 L=$3 STEPS=${4:-1000} DOCS=${5:-2000}; shift 5 || shift $#
     EPOCHS=$(( (STEPS * 8 + DOCS - 1) / DOCS ))

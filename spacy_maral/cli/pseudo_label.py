@@ -1,5 +1,6 @@
 """`python -m spacy_maral pseudo-label`: soft labels for a target corpus from a teacher."""
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -15,6 +16,7 @@ def pseudo_label_command(
     shard_size: int = typer.Option(1000, "--shard-size", help="Sentences per output shard (a killed run keeps finished shards)."),
     limit: int = typer.Option(0, "--limit", help="Label only the first N sentences (0 = all)."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
+    inference_tau: Optional[float] = typer.Option(None, "--inference-tau", help="Override the teacher's inference_tau (source prior weight in the decision rule); choose it on the source dev set."),
 ) -> None:
     """Label every target sentence with the teacher: kept entity spans get their
     probability vectors, every other span is O. Target tags, if the corpus has any, are
@@ -23,12 +25,14 @@ def pseudo_label_command(
     import spacy
     from thinc.api import require_gpu
 
-    from ..pseudo_label import pseudo_label
+    from ..pseudo_label import find_maral, pseudo_label
 
     if gpu_id >= 0:
         require_gpu(gpu_id)
     try:
         nlp = spacy.load(teacher)
+        if inference_tau is not None:
+            find_maral(nlp).inference_tau = inference_tau
         stats = pseudo_label(nlp, input_path, output_dir, batch_size=batch_size, shard_size=shard_size, limit=limit)
     except (OSError, ValueError) as err:
         typer.secho(f"pseudo-label failed: {err}", fg=typer.colors.RED, err=True)
