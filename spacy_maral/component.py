@@ -389,7 +389,7 @@ class MaralNER(TrainablePipe):
         """
         validate_get_examples(get_examples, "MaralNER.initialize")
         if self.adapter is not None:
-            all_examples = get_examples
+            all_examples = _full_training_corpus(nlp, get_examples)
 
             def get_examples() -> Iterable[Example]:  # the source examples only
                 return (eg for eg in all_examples() if not is_target(eg))
@@ -528,6 +528,23 @@ class MaralNER(TrainablePipe):
         if self.adapter is not None and (path / "adaptation").exists() and "adaptation" not in exclude:
             self.adapter.load(path / "adaptation")
         return self
+
+
+def _full_training_corpus(
+    nlp: Optional[Language], get_examples: Callable[[], Iterable[Example]]
+) -> Callable[[], Iterable[Example]]:
+    """One full epoch of the training corpus, for stage 2's initialize.
+
+    spaCy initializes with only the first 100 examples of a streamed corpus
+    (max_epochs = -1), but the soft-label store needs every target sentence: read the
+    corpus named by [training] train_corpus again, in full.
+    """
+    if nlp is None or "corpora" not in nlp.config:
+        return get_examples
+    config = nlp.config.interpolate()
+    dot_name = config["training"].get("train_corpus", "corpora.train")
+    (reader,) = util.resolve_dot_names(config, [dot_name])
+    return lambda: reader(nlp)
 
 
 def mask_space_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> numpy.ndarray:

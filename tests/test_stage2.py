@@ -658,3 +658,18 @@ def test_pseudo_label_cli(data, tmp_path) -> None:
     missing = CliRunner().invoke(app, ["pseudo-label", str(data["teacher"]), str(tmp_path / "nope.spacy"), str(out)])
     assert missing.exit_code == 1
     assert "nope.spacy" in missing.output
+
+
+def test_stage2_store_covers_every_target_sentence(data, teacher, tmp_path) -> None:
+    """spaCy initializes a streamed corpus (max_epochs = -1) from its first 100 examples
+    only; the soft-label store must still hold every target sentence."""
+    texts = [f"Maria {i} besuchte Paris ." for i in range(130)]
+    target = write_docbin(tmp_path / "many.spacy", [teacher.make_doc(t) for t in texts])
+    pseudo = tmp_path / "pseudo-many"
+    pseudo_label(teacher, target, pseudo, batch_size=32, shard_size=64, progress=False)
+    config = write_stage2_config(data, tmp_path / "adapt.cfg", max_steps=1)
+    out = tmp_path / "out"
+    run_to_end(spacy_train(config, out, "--paths.target", str(pseudo)), tmp_path / "train.log")
+    store = SoftLabelStore.load(out / "model-last" / "maral_ner" / "adaptation" / "soft_labels.npz")
+    assert store.n_docs == 130
+    assert store.lengths.tolist() == [len(teacher.make_doc(t)) for t in texts]
