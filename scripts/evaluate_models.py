@@ -1,6 +1,8 @@
 """Evaluate trained pipelines on gold-tokenized test sets; write one JSON of results.
 
-    python scripts/evaluate_models.py OUT.json NAME=MODEL_DIR ... -- LANG=TEST.spacy ...
+    python scripts/evaluate_models.py OUT.json NAME=MODEL_DIR[@INFERENCE_TAU] ... -- LANG=TEST.spacy ...
+
+MODEL_DIR@1.5 loads the pipeline with maral_ner's inference_tau set to 1.5.
 
 Entity-level micro P/R/F1 (exact span and type) over all gold entities, per-type F1,
 words per second of nlp.pipe, and, for maral_ner pipelines, the class-mean geometry.
@@ -27,7 +29,11 @@ def main(argv):
     tests = dict(a.split("=", 1) for a in argv[sep + 1 :])
     results = {}
     for name, path in models.items():
-        nlp = spacy.load(path)
+        overrides = {}
+        if "@" in path:
+            path, tau = path.rsplit("@", 1)
+            overrides = {"components.maral_ner.inference_tau": float(tau)}
+        nlp = spacy.load(path, config=overrides)
         entry = {"model": path, "languages": {}}
         try:
             from spacy_maral.margins import class_mean_geometry
