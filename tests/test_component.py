@@ -523,15 +523,19 @@ def test_inference_tau_moves_mass_to_frequent_classes(trained) -> None:
     ner = trained.nlp.get_pipe("maral_ner")
     docs = [trained.nlp(eg.reference.text) for eg in trained.examples]
     scores = ner.predict(docs)
-    assert ner.inference_tau == 0.0
-    plain = ner.probabilities(scores)
-    logits = ner.model.ops.to_numpy(scores.logits)
-    expected = numpy.exp(logits - logits.max(1, keepdims=True))
-    numpy.testing.assert_allclose(plain, expected / expected.sum(1, keepdims=True), rtol=1e-5)
+    configured = ner.inference_tau
     try:
+        ner.inference_tau = 0.0
+        plain = ner.probabilities(scores)
         ner.inference_tau = 1.0
         adjusted = ner.probabilities(scores)
     finally:
-        ner.inference_tau = 0.0
+        ner.inference_tau = configured
+    logits = ner.model.ops.to_numpy(scores.logits)
+    expected = numpy.exp(logits - logits.max(1, keepdims=True))
+    numpy.testing.assert_allclose(plain, expected / expected.sum(1, keepdims=True), rtol=1e-5)
+    shifted = logits + ner.loss.log_prior[None, :]
+    expected = numpy.exp(shifted - shifted.max(1, keepdims=True))
+    numpy.testing.assert_allclose(adjusted, expected / expected.sum(1, keepdims=True), rtol=1e-5)
     assert (adjusted[:, 0] >= plain[:, 0] - 1e-6).all()
     assert adjusted[:, 0].mean() > plain[:, 0].mean()
