@@ -42,7 +42,7 @@ setup(
         ],
         "spacy_misc": [
             "spacy_maral.ReweightedVMFLoss.v1 = spacy_maral.loss:configure_reweighted_vmf_loss",
-            "spacy_maral.Adaptation.v1 = spacy_maral.student:configure_adaptation",
+            "spacy_maral.Adaptation.v1 = spacy_maral.student:AdaptationSettings",
         ],
         "spacy_readers": [
             "spacy_maral.AdaptationCorpus.v1 = spacy_maral.readers:create_adaptation_corpus",

@@ -35,7 +35,8 @@ from .util import logger, registry
 
 @dataclass
 class AdaptationSettings:
-    """Settings of progressive adaptation (defaults: the paper's).
+    """Settings of progressive adaptation (defaults: the paper's); registered as
+    `spacy_maral.Adaptation.v1`.
 
     tau_u: strength of the target-prior adjustment of the target loss.
     knn_k: number of neighbours of the local guidance.
@@ -66,29 +67,8 @@ class AdaptationSettings:
     diagnostics_path: Optional[str] = None
 
 
-@registry.misc("spacy_maral.Adaptation.v1")
-def configure_adaptation(
-    tau_u: float = 0.1,
-    knn_k: int = 200,
-    ema_start: float = 0.95,
-    ema_end: float = 0.80,
-    n_epochs: int = 20,
-    anchor_start: int = 2,
-    use_anchors: bool = True,
-    refine: bool = True,
-    o_sample_rate: float = 0.03,
-    max_index_size: int = 200000,
-    gmm_threshold: float = 0.5,
-    seed: int = 0,
-    diagnostics_path: Optional[str] = None,
-) -> AdaptationSettings:
-    """Progressive adaptation settings for maral_ner's stage 2 (see AdaptationSettings)."""
-    return AdaptationSettings(
-        tau_u=tau_u, knn_k=knn_k, ema_start=ema_start, ema_end=ema_end, n_epochs=n_epochs,
-        anchor_start=anchor_start, use_anchors=use_anchors, refine=refine,
-        o_sample_rate=o_sample_rate, max_index_size=max_index_size,
-        gmm_threshold=gmm_threshold, seed=seed, diagnostics_path=diagnostics_path,
-    )
+# The settings class itself is the registered function: its fields are the config keys.
+registry.misc.register("spacy_maral.Adaptation.v1", func=AdaptationSettings)
 
 
 @dataclass
