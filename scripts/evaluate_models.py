@@ -13,13 +13,15 @@ import time
 from pathlib import Path
 
 import spacy
-from spacy.tokens import Doc, DocBin
+from spacy.tokens import DocBin
 from spacy.training import Example
+
+from spacy_maral.readers import bare_copy
 
 
 def load_examples(nlp, path):
     refs = list(DocBin().from_disk(path).get_docs(nlp.vocab))
-    return [Example(Doc(nlp.vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d]), d) for d in refs]
+    return [Example(bare_copy(d, nlp.vocab), d) for d in refs]
 
 
 def main(argv):

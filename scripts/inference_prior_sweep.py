@@ -8,12 +8,12 @@ import json
 import sys
 from pathlib import Path
 
-import numpy
 import spacy
-from spacy.tokens import Doc, DocBin
+from spacy.tokens import DocBin
 
 from spacy_maral.decoding import decode_doc
 from spacy_maral.pseudo_label import find_maral
+from spacy_maral.readers import bare_copy
 from spacy_maral.spans import doc_span_slices
 
 
@@ -32,7 +32,7 @@ def main(argv):
         counts = {t: [0, 0, 0] for t in taus}  # tp, pred, gold
         for start in range(0, len(refs), 64):
             batch = refs[start : start + 64]
-            docs = [Doc(nlp.vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d]) for d in batch]
+            docs = [bare_copy(d, nlp.vocab) for d in batch]
             docs = list(nlp.pipe(docs, disable=[ner.name]))
             scores = ner.predict(docs)
             for tau in taus:

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from .component import MaralNER, mask_space_spans
 from .decoding import decode_doc
 from .fileio import atomic_open, atomic_write_text
-from .readers import docbin_paths
+from .readers import bare_copy, docbin_paths
 from .soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
 from .spans import doc_span_slices
 
@@ -86,7 +86,7 @@ def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc]) -> List[Doc]:
             doc.spans[DIAGNOSTIC_GOLD_KEY] = SpanGroup(doc, name=DIAGNOSTIC_GOLD_KEY, spans=list(doc.ents))
         doc.ents = []
     runnable = [doc for doc in docs if len(doc)]
-    predicted = list(nlp.pipe([Doc(nlp.vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d]) for d in runnable], disable=[ner.name]))
+    predicted = list(nlp.pipe([bare_copy(d, nlp.vocab) for d in runnable], disable=[ner.name]))
     if not predicted:
         return docs
     scores = ner.predict(predicted)

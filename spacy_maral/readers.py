@@ -15,6 +15,7 @@ import numpy
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin, Span, SpanGroup
 from spacy.training import Example
+from spacy.vocab import Vocab
 
 from .soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, TARGET_INDEX_KEY
 from .util import registry
@@ -57,8 +58,8 @@ def target_example(doc: Doc, index: int, nlp: Language) -> Example:
     The reference keeps the soft labels (doc.spans["maral_pseudo"]) and the sentence
     index; it carries no entities, so nothing downstream can read target tags.
     """
-    predicted = _bare_copy(doc, nlp)
-    reference = _bare_copy(doc, nlp)
+    predicted = bare_copy(doc, nlp.vocab)
+    reference = bare_copy(doc, nlp.vocab)
     if PSEUDO_KEY in doc.spans:
         group = doc.spans[PSEUDO_KEY]
         spans = [Span(reference, s.start, s.end, label=s.label_) for s in group]
@@ -138,8 +139,9 @@ def create_adaptation_corpus(
 
 def _copy_example(doc: Doc, nlp: Language) -> Example:
     """A source example: gold tokens, the gold doc as reference."""
-    return Example(_bare_copy(doc, nlp), doc)
+    return Example(bare_copy(doc, nlp.vocab), doc)
 
 
-def _bare_copy(doc: Doc, nlp: Language) -> Doc:
-    return Doc(nlp.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc])
+def bare_copy(doc: Doc, vocab: Vocab) -> Doc:
+    """A new Doc with the same tokens (words and spaces) and no annotation."""
+    return Doc(vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc])
