@@ -479,6 +479,12 @@ class MaralNER(TrainablePipe):
             self.model.set_dim("nI", self.cfg["nI"], force=True)
             build_head(self.model)
 
+    def drop_adaptation_state(self) -> None:
+        """Forget the student's training-only state (soft labels, neighbour index), so
+        that a pipeline exported for packaging carries only what prediction needs."""
+        if self.adapter is not None:
+            self.adapter.store = None
+
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         self._validate_serialization_attrs()
         serialize = {

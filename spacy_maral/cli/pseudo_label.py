@@ -10,7 +10,7 @@ from . import app
 @app.command("pseudo-label")
 def pseudo_label_command(
     teacher: Path = typer.Argument(..., help="Trained teacher pipeline (directory or package name)."),
-    input_path: Path = typer.Argument(..., help="Target corpus: .spacy file or directory, or text with one sentence a line."),
+    input_path: Path = typer.Argument(..., help="Target corpus: .spacy file or directory, a CoNLL-style file (.conll, .iob, .tsv...), or text with one sentence a line."),
     output_dir: Path = typer.Argument(..., help="Directory for the pseudo-labelled shards."),
     batch_size: int = typer.Option(32, "--batch-size", "-b", help="Sentences per teacher batch."),
     shard_size: int = typer.Option(1000, "--shard-size", help="Sentences per output shard (a killed run keeps finished shards)."),

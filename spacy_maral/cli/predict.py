@@ -1,0 +1,45 @@
+"""`python -m spacy_maral predict`: print a pipeline's entities with their scores."""
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from . import app
+
+
+@app.command("predict")
+def predict_command(
+    model: str = typer.Argument(..., help="Installed package name (e.g. xx_maral_ner) or pipeline directory."),
+    texts: Optional[List[str]] = typer.Argument(None, help="Sentences to label."),
+    from_file: Optional[Path] = typer.Option(None, "--from-file", help="Also label sentences of this corpus (.spacy, CoNLL or text)."),
+    n: int = typer.Option(5, "--n", help="How many sentences of --from-file to label."),
+) -> None:
+    """Load MODEL with spacy.load and print doc.ents with the probabilities stored in
+    doc.spans[spans_key].attrs["scores"]."""
+    from itertools import islice
+
+    import spacy
+
+    from ..pseudo_label import iter_target_docs
+
+    try:
+        nlp = spacy.load(model)
+    except (OSError, ValueError) as err:
+        typer.secho(f"predict: cannot load {model}: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1) from err
+    sentences = list(texts or [])
+    if from_file is not None:
+        sentences += [d.text for d in islice(iter_target_docs(from_file, nlp), n)]
+    key = next((p.spans_key for _, p in nlp.pipeline if hasattr(p, "spans_key")), None)
+    typer.echo(f"spacy.load({model!r}): pipes {nlp.pipe_names}")
+    for doc in nlp.pipe(sentences):
+        typer.echo(doc.text)
+        scores = {}
+        if key and key in doc.spans:
+            group = doc.spans[key]
+            scores = {(s.start, s.end): p for s, p in zip(group, group.attrs.get("scores", []))}
+        for ent in doc.ents:
+            score = scores.get((ent.start, ent.end))
+            typer.echo(f"    {ent.text:<30} {ent.label_:<6} {'' if score is None else f'{float(score):.3f}'}")
+        if not doc.ents:
+            typer.echo("    (no entities)")

@@ -1,0 +1,157 @@
+"""The spaCy project: `spacy project run all` on tiny settings, the packaged wheel in a
+fresh virtual environment, and the displaCy page rendered by headless Chromium."""
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import spacy
+from spacy.language import Language
+from spacy.tokens import Doc, Span, SpanGroup
+
+from conftest import REPO
+from spacy_maral.report import format_table, render_predictions, write_predictions_page
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def make_venv(path: Path) -> Path:
+    """A virtual environment that sees the current one's packages (spacy-maral's
+    editable install included) through a .pth file, with its own site-packages first."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    python = path / "bin" / "python"
+    own_site = subprocess.run(
+        [str(python), "-c", "import site; print(site.getsitepackages()[0])"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    current = site.getsitepackages()[0]
+    Path(own_site, "current-env.pth").write_text(f"import site; site.addsitedir({current!r})\n", encoding="utf8")
+    return python
+
+
+@pytest.fixture(scope="module")
+def project_run_all(tiny_encoder, tmp_path_factory):
+    """Run the workflow `all` in a copy of project/ on the tiny encoder and tiny budgets,
+    installing the package into a temporary virtual environment."""
+    from weasel.cli.run import project_run
+
+    root = tmp_path_factory.mktemp("project")
+    shutil.copytree(REPO / "configs", root / "configs")
+    (root / "project").mkdir()
+    shutil.copy(REPO / "project" / "project.yml", root / "project" / "project.yml")
+    shutil.copytree(REPO / "project" / "sample", root / "project" / "sample")
+    venv_python = make_venv(root / "venv")
+    overrides = {
+        "vars.encoder": str(tiny_encoder), "vars.encoder_source": "existing",
+        "vars.stage1_steps": 12, "vars.stage2_steps": 8, "vars.eval_every": 4, "vars.dev_limit": 10,
+        "vars.target_docs": 32, "vars.stage2_epochs": 2, "vars.install_python": str(venv_python),
+    }
+    project_run(root / "project", "all", overrides=overrides)
+    return root / "project", venv_python
+
+
+def test_project_workflow_all_produces_every_output(project_run_all) -> None:
+    project, _ = project_run_all
+    for path in [
+        "corpus/en-train.spacy", "corpus/en-dev.spacy", "corpus/de-test.spacy", "corpus/de-pseudo/summary.json",
+        "training/teacher/model-best", "training/adapt-de/model-best", "training/adapt-de/diagnostics.jsonl",
+        "metrics/de-test.json", "metrics/de-predictions.html",
+    ]:
+        assert (project / path).exists(), path
+    metrics = json.loads((project / "metrics/de-test.json").read_text())
+    assert set(metrics["results"]) == {"zero-shot", "maral"}
+    for scores in metrics["results"].values():
+        assert 0.0 <= scores["ents_f"] <= 1.0
+    summary = json.loads((project / "corpus/de-pseudo/summary.json").read_text())
+    assert summary["sentences"] == 400  # sample/de/train.txt, one sentence a line
+    dist = project / "packages" / "xx_maral_ner-0.1.0" / "dist"
+    assert sorted(p.suffix for p in dist.iterdir()) == [".gz", ".whl"]
+    # the exported pipeline carries no training-only adaptation state
+    assert not (project / "packages" / "pipeline" / "maral_ner" / "adaptation").exists()
+    assert (project / "training/adapt-de/model-best/maral_ner/adaptation").exists()
+
+
+def test_installed_wheel_loads_from_any_directory(project_run_all, tmp_path) -> None:
+    """spacy.load("xx_maral_ner") in the temporary venv, from an unrelated directory, with
+    the encoder inside the package, predicts what the trained directory predicts."""
+    project, venv_python = project_run_all
+    script = (
+        "import json, spacy, xx_maral_ner\n"
+        "nlp = spacy.load('xx_maral_ner', config={'components': {'transformer': {'model': {'name': '/nonexistent/encoder'}}}})\n"
+        "doc = nlp('Die Polizei in Hamburg nahm Laura Schmidt am Freitag fest .')\n"
+        "g = doc.spans['maral']\n"
+        "print(json.dumps({'file': xx_maral_ner.__file__, 'pipes': nlp.pipe_names,\n"
+        "  'ents': [(e.start, e.end, e.label_) for e in doc.ents], 'scores': [float(s) for s in g.attrs['scores']]}))\n"
+    )
+    # the encoder name points nowhere: the weights and tokenizer must come from the package
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    out = subprocess.run([str(venv_python), "-c", script], cwd=tmp_path, check=True, capture_output=True, text=True, env=env)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["file"].startswith(str(venv_python.parent.parent)), result["file"]
+    assert result["pipes"] == ["transformer", "maral_ner"]
+    assert all(0.0 <= s <= 1.0 for s in result["scores"])
+    nlp = spacy.load(project / "training/adapt-de/model-best")
+    doc = nlp("Die Polizei in Hamburg nahm Laura Schmidt am Freitag fest .")
+    assert [list(e) for e in result["ents"]] == [[e.start, e.end, e.label_] for e in doc.ents]
+    assert result["scores"] == pytest.approx([float(s) for s in doc.spans["maral"].attrs["scores"]], abs=1e-6)
+
+
+# ------------------------------------------------------------ displaCy page
+
+
+def _scored_pipeline() -> Language:
+    """A pipeline whose last component writes known entities and scores (no training)."""
+    nlp = spacy.blank("xx")
+
+    @Language.component("fake_maral")
+    def fake_maral(doc: Doc) -> Doc:
+        spans = [Span(doc, 0, 2, label="PER"), Span(doc, 3, 4, label="LOC")] if doc[0].text == "Laura" else []
+        group = SpanGroup(doc, name="maral", spans=spans)
+        group.attrs["scores"] = [0.93, 0.61][: len(spans)]
+        doc.spans["maral"] = group
+        doc.ents = spans
+        return doc
+
+    nlp.add_pipe("fake_maral")
+    return nlp
+
+
+def test_render_predictions_labels_entities_with_scores() -> None:
+    html = render_predictions(_scored_pipeline(), ["Laura Schmidt besuchte Hamburg gestern ."], spans_key="maral")
+    assert "<!DOCTYPE html>" in html
+    assert "PER 0.93" in html and "LOC 0.61" in html
+    assert "Laura Schmidt" in html and "Hamburg" in html
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make setup installs it)")
+def test_displacy_page_renders_in_headless_chromium(tmp_path) -> None:
+    page = write_predictions_page(
+        _scored_pipeline(), ["Laura Schmidt besuchte Hamburg gestern .", "Kein Name hier ."], tmp_path / "page.html",
+        spans_key="maral",
+    )
+    out = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    dom = out.stdout
+    # displaCy draws each entity as a <mark> holding the text and a label span
+    marks = dom.count("<mark")
+    assert marks == 2, dom[:2000]
+    assert "Laura Schmidt" in dom and "PER 0.93" in dom
+    assert "Hamburg" in dom and "LOC 0.61" in dom
+
+
+def test_format_table_rows_per_system() -> None:
+    results = {
+        "zero-shot": {"ents_p": 0.5, "ents_r": 0.25, "ents_f": 1 / 3, "ents_per_type": {"PER": {"p": 1, "r": 1, "f": 1.0}}},
+        "maral": {"ents_p": 1.0, "ents_r": 1.0, "ents_f": 1.0, "ents_per_type": {}},
+    }
+    table = format_table(results)
+    lines = table.splitlines()
+    assert "F1 PER" in lines[0]
+    assert any(line.startswith("zero-shot") and "33.33" in line and "100.00" in line for line in lines)
+    assert any(line.startswith("maral") and line.rstrip().endswith("-") for line in lines)
