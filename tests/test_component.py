@@ -6,8 +6,7 @@ shared; tests that change a pipeline work on a copy loaded from its directory.
 import logging
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Dict, List, Optional, Tuple
+from typing import List, Tuple
 
 import numpy
 import pytest
@@ -20,17 +19,13 @@ from spacy.training import Example
 from spacy.util import registry
 from thinc.api import Adam, fix_random_seed
 
-from conftest import TRAIN_SENTENCES, make_examples, source_config
+from conftest import (
+    TRAIN_SENTENCES, assert_same_predictions, build_nlp, encoder_parameters, make_examples, predictions,
+)
 from spacy_maral.component import MaralNER
 from spacy_maral.model import SpanScores, get_span_head
 from spacy_maral.spans import count_spans, enumerate_spans
 
-# Adam(0.01) also trains the tiny random BERT at 0.01, which oscillates (ents_f 0.4-0.9 over
-# 100-150 steps) or collapses (0.03: every span gets the same vector); the span head alone is
-# stable at 0.01. At 0.003 the whole pipeline overfits for seeds 0-5 (ents_f 1.0 by step 80).
-LEARN_RATE = 0.003
-N_STEPS = 100
-STEPS_PER_EPOCH = 10
 NEW_FILTER = "spacy.prioritize_new_ents_filter.v1"
 EXISTING_FILTER = "spacy.prioritize_existing_ents_filter.v1"
 
@@ -40,70 +35,11 @@ GOLD = [
 ]
 
 
-def build_nlp(encoder: Path, overrides: Optional[Dict[str, object]] = None) -> Language:
-    return spacy.util.load_model_from_config(source_config(encoder, overrides), auto_fill=True, validate=True)
-
-
 def ents_of(doc: Doc) -> List[Tuple[str, str]]:
     return [(ent.text, ent.label_) for ent in doc.ents]
 
 
-def predictions(nlp: Language, texts: List[str]) -> List[Tuple[list, list, list]]:
-    """(ents, maral spans, maral scores) of every text."""
-    out = []
-    for doc in nlp.pipe(texts):
-        group = doc.spans["maral"]
-        out.append(
-            (
-                [(e.start, e.end, e.label_) for e in doc.ents],
-                [(s.start, s.end, s.label_) for s in group],
-                list(group.attrs["scores"]),
-            )
-        )
-    return out
-
-
-def assert_same_predictions(a, b) -> None:
-    assert len(a) == len(b)
-    for (ents_a, spans_a, scores_a), (ents_b, spans_b, scores_b) in zip(a, b):
-        assert ents_a == ents_b
-        assert spans_a == spans_b
-        numpy.testing.assert_allclose(scores_a, scores_b, rtol=1e-5, atol=1e-6)
-
-
 # ------------------------------------------------------------------ fixtures
-
-
-@pytest.fixture(scope="module")
-def trained(tiny_encoder):
-    """The source pipeline overfitted on the six training sentences."""
-    nlp = build_nlp(tiny_encoder)
-    fix_random_seed(0)
-    examples = make_examples(nlp)
-    nlp.initialize(lambda: examples)
-    ner = nlp.get_pipe("maral_ner")
-    encoder_before = {k: v.detach().clone() for k, v in encoder_parameters(nlp).items()}
-    optimizer = Adam(LEARN_RATE)
-    history = []
-    for step in range(N_STEPS):
-        losses: Dict[str, float] = {}
-        nlp.update(examples, sgd=optimizer, drop=0.0, losses=losses)
-        history.append(losses["maral_ner"])
-        if (step + 1) % STEPS_PER_EPOCH == 0:
-            ner.end_epoch()
-    return SimpleNamespace(nlp=nlp, examples=examples, losses=history, encoder_before=encoder_before)
-
-
-def encoder_parameters(nlp: Language) -> Dict[str, torch.Tensor]:
-    hf_model = nlp.get_pipe("transformer").model.transformer
-    return dict(hf_model.named_parameters())
-
-
-@pytest.fixture(scope="module")
-def trained_dir(trained, tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("trained") / "pipeline"
-    trained.nlp.to_disk(path)
-    return path
 
 
 @pytest.fixture(scope="module")

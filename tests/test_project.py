@@ -155,3 +155,51 @@ def test_format_table_rows_per_system() -> None:
     assert "F1 PER" in lines[0]
     assert any(line.startswith("zero-shot") and "33.33" in line and "100.00" in line for line in lines)
     assert any(line.startswith("maral") and line.rstrip().endswith("-") for line in lines)
+
+
+# ------------------------------------------------------ benchmark quick mode
+
+
+@pytest.fixture(scope="module")
+def benchmark_run(tiny_encoder, tmp_path_factory):
+    """The `benchmark` workflow in quick mode: the sample corpus, tiny encoder and budgets."""
+    from weasel.cli.run import project_run
+
+    root = tmp_path_factory.mktemp("bench")
+    shutil.copytree(REPO / "configs", root / "configs")
+    (root / "project").mkdir()
+    shutil.copy(REPO / "project" / "project.yml", root / "project" / "project.yml")
+    shutil.copytree(REPO / "project" / "sample", root / "project" / "sample")
+    overrides = {
+        "vars.encoder": str(tiny_encoder), "vars.encoder_source": "existing",
+        "vars.stage1_steps": 8, "vars.stage2_steps": 6, "vars.eval_every": 3, "vars.dev_limit": 10,
+        "vars.target_docs": 24, "vars.stage2_epochs": 2, "vars.pseudo_limit": 60, "vars.speed_limit": 40,
+        "vars.target_text": "sample/de/test.conll",  # tagged, so the pseudo-label diagnostics exist
+    }
+    project_run(root / "project", "benchmark", overrides=overrides)
+    return root / "project" / "metrics" / "benchmark"
+
+
+def test_benchmark_quick_mode_writes_report_json_and_plots(benchmark_run) -> None:
+    result = json.loads((benchmark_run / "benchmark.json").read_text())
+    names = ["ner", "zero-shot", "maral", "no-reweight", "no-anchors", "self-training"]
+    assert list(result["systems"]) == names
+    for name in names:
+        entry = result["systems"][name]
+        assert 0.0 <= entry["f"] <= 100.0
+        assert entry["training"]["wall_s"] > 0 and entry["training"]["peak_rss_gb"] > 0
+        assert entry["training"]["steps"] in (8, 6)
+    assert result["speed"]["sentences"] == 40
+    assert {"ner", "maral", "transformer alone"} <= set(result["speed"])
+    assert result["speed"]["maral_over_ner"] > 0
+    assert "pseudo-label" in result["other_steps"]
+    page = (benchmark_run / "BENCHMARKS.md").read_text()
+    for name in names:
+        assert f"| {name} |" in page
+    assert set(result["plots"]) == {
+        "training curves", "class-mean cosines", "span-vector projection", "pseudo-label F1 per epoch",
+    }
+    for file in result["plots"].values():
+        data = (benchmark_run / file).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+        assert f"]({file})" in page

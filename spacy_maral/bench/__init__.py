@@ -1,0 +1,2 @@
+"""Benchmarks: run and time training stages, measure inference speed, draw the plots and
+write the report (BENCHMARKS.md + JSON) of the project's `benchmark` workflow."""

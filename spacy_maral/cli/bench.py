@@ -1,0 +1,79 @@
+"""`python -m spacy_maral measure` and `benchmark-report`: the benchmark workflow's tools."""
+import shlex
+import subprocess
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from . import app
+
+
+@app.command("measure", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def measure_command(
+    ctx: typer.Context,
+    output: Path = typer.Argument(..., help="JSON file for the wall time and peak memory."),
+) -> None:
+    """Run the command that follows OUTPUT (after `--`) and record its wall time and the
+    peak resident memory in OUTPUT, e.g.
+    `python -m spacy_maral measure training/ner/timing.json -- python -m spacy train ...`.
+    """
+    from ..bench.measure import run_measured
+
+    cmd = [a for a in ctx.args if a != "--"] if ctx.args[:1] == ["--"] else list(ctx.args)
+    if not cmd:
+        typer.secho("measure: no command given", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=2)
+    try:
+        result = run_measured(cmd, output)
+    except subprocess.CalledProcessError as err:
+        typer.secho(f"measure: {shlex.join(cmd)} failed (exit {err.returncode}); {output} not written", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=err.returncode or 1) from err
+    typer.echo(f"{result['wall_s']} s, peak RSS {result['peak_rss_gb']} GB -> {output}")
+
+
+@app.command("benchmark-report")
+def benchmark_report_command(
+    test_path: Path = typer.Argument(..., help="Gold target-language test set."),
+    dev_path: Path = typer.Argument(..., help="Source dev set (entity vectors for the projection plot)."),
+    output_dir: Path = typer.Argument(..., help="Folder for BENCHMARKS.md, benchmark.json and the plots."),
+    system: List[str] = typer.Option(..., "--system", help="NAME=RUN_DIR (a `spacy train --output` folder); repeat, in table order."),
+    before: Optional[str] = typer.Option(None, "--before", help="Stage-1 maral system (plots)."),
+    after: Optional[str] = typer.Option(None, "--after", help="Adapted maral system (plots)."),
+    speed: Optional[str] = typer.Option(None, "--speed", help="NER,MARAL: the two systems to time."),
+    timing: List[str] = typer.Option([], "--timing", help="NAME=FILE: another measured step (spacy_maral measure JSON)."),
+    command: str = typer.Option("", "--command", help="The command line that ran the benchmark, for the report."),
+    n_projection: int = typer.Option(300, "--n-projection", help="Sentences whose entities the projection plot draws."),
+    speed_limit: int = typer.Option(0, "--speed-limit", help="Time only the first N test sentences (0 = all)."),
+) -> None:
+    """Evaluate every system on the target test set, time inference, draw the plots and
+    write the report."""
+    from ..bench.summary import System, run_benchmark_report
+
+    def pair(spec: str) -> List[str]:
+        if "=" not in spec:
+            raise typer.BadParameter(f"{spec!r}: expected NAME=PATH")
+        return spec.split("=", 1)
+
+    systems = [System(n, Path(p)) for n, p in map(pair, system)]
+    run_benchmark_report(
+        systems, test_path, dev_path, output_dir, before=before, after=after,
+        speed_pair=speed.split(",") if speed else None, extra_timings={n: Path(p) for n, p in map(pair, timing)},
+        command=command, n_projection=n_projection, speed_limit=speed_limit,
+    )
+
+
+@app.command("parallel")
+def parallel_command(
+    commands: List[str] = typer.Argument(..., help="Commands, one quoted string each (a leading python means this interpreter)."),
+    jobs: int = typer.Option(2, "--jobs", "-j", help="How many run at once; with more than 1, each gets one CPU thread."),
+    log_dir: Path = typer.Option(Path("logs"), "--log-dir", help="Each command's output goes to LOG_DIR/<n>.log."),
+) -> None:
+    """Run independent commands side by side (e.g. two trainings on a 2-core CPU, where
+    two 1-thread runs beat two 2-thread runs one after the other). Stops with the
+    first failure's exit code once all have ended, and prints the tail of its log."""
+    from ..bench.parallel import run_parallel
+
+    failed = run_parallel(commands, jobs=jobs, log_dir=log_dir)
+    if failed:
+        raise typer.Exit(code=1)

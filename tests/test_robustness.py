@@ -1,0 +1,239 @@
+"""Robustness (issue 6): odd documents, damaged pipelines, interruptions of the teacher's
+pseudo-labelling, determinism, and nlp.pipe over many documents with n_process=2.
+
+Converter robustness (malformed lines, Latin-1, CRLF, round trip) is in test_convert.py;
+label errors in test_component.py and test_adaptation.py; the student's SIGKILL resume
+in test_stage2.py.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List
+
+import numpy
+import pytest
+import spacy
+import srsly
+from spacy.language import Language
+from spacy.tokens import Doc, DocBin
+from thinc.api import Adam, fix_random_seed
+
+from conftest import build_nlp, make_examples, predictions
+
+SENTENCE = "Angela Merkel visited Paris on Monday ."
+FILLER = "It rained all day ."
+
+
+def check_prediction_invariants(doc: Doc) -> None:
+    """No overlapping entities, entities inside the doc, one score in [0, 1] per span."""
+    group = doc.spans["maral"]
+    scores = list(group.attrs["scores"])
+    assert len(scores) == len(group)
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    taken = numpy.zeros(len(doc), dtype=bool)
+    for ent in doc.ents:
+        assert 0 <= ent.start < ent.end <= len(doc)
+        assert not taken[ent.start : ent.end].any(), f"overlapping entities in {doc.text!r}"
+        taken[ent.start : ent.end] = True
+    spans = sorted((s.start, s.end) for s in group)
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert end <= start, f"overlapping maral spans in {doc.text!r}"
+
+
+# ---------------------------------------------------------------- odd documents
+
+ODD_TEXTS = [
+    "",
+    "Paris",
+    ".",
+    "   ",
+    "Angela  Merkel \n visited\tParis .",
+    "Angela Merkel 😀 visited Paris 🇫🇷 on Monday !!! 🎉🎉",
+    "Angela Merkel встретила 習近平 in Paris وبغداد .",
+    "अंगेला मर्केल ने सोमवार को पेरिस का दौरा किया ।",
+    "ข่าวภาษาไทยไม่มีช่องว่างระหว่างคำ",
+    "a" * 300,
+    "\u200b\u200b Paris \u00a0 Madrid",
+]
+
+
+@pytest.mark.parametrize("text", ODD_TEXTS)
+def test_odd_documents(trained, text: str) -> None:
+    doc = trained.nlp(text)
+    check_prediction_invariants(doc)
+
+
+def test_odd_documents_in_one_batch(trained) -> None:
+    docs = list(trained.nlp.pipe(ODD_TEXTS + [SENTENCE], batch_size=4))
+    for doc in docs:
+        check_prediction_invariants(doc)
+    assert [(e.text, e.label_) for e in docs[-1].ents] == [("Angela Merkel", "PER"), ("Paris", "LOC")]
+
+
+def test_sentence_longer_than_the_encoder_window(trained) -> None:
+    """Over 512 subwords: the transformer's strided windows cover the whole doc, and the
+    entities at both ends (separate windows) are found."""
+    words = SENTENCE.split() + FILLER.split() * 120 + SENTENCE.split()
+    doc = trained.nlp(Doc(trained.nlp.vocab, words=words))
+    tokenizer = trained.nlp.get_pipe("transformer").model.tokenizer
+    n_subwords = len(tokenizer(" ".join(words))["input_ids"])
+    assert n_subwords > 512
+    check_prediction_invariants(doc)
+    ents = [(e.start, e.text, e.label_) for e in doc.ents]
+    end = len(words) - 7
+    assert (0, "Angela Merkel", "PER") in ents and (3, "Paris", "LOC") in ents
+    assert (end, "Angela Merkel", "PER") in ents and (end + 3, "Paris", "LOC") in ents
+
+
+# ----------------------------------------------------------------- loading
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("no_transformer_weights", "transformer"),
+        ("empty_maral_cfg", "damaged"),
+        ("cfg_not_json", "not valid JSON"),
+        ("newer_format", "format version 99"),
+    ],
+)
+def test_damaged_pipeline_gives_a_clear_error(trained_dir, tmp_path, damage: str, message: str) -> None:
+    path = tmp_path / "pipeline"
+    shutil.copytree(trained_dir, path)
+    if damage == "no_transformer_weights":
+        (path / "transformer" / "model").unlink()
+    elif damage == "empty_maral_cfg":
+        srsly.write_json(path / "maral_ner" / "cfg", {})
+    elif damage == "cfg_not_json":
+        (path / "maral_ner" / "cfg").write_text("{ half a file", encoding="utf8")
+    elif damage == "newer_format":
+        cfg = srsly.read_json(path / "maral_ner" / "cfg")
+        cfg["format_version"] = 99
+        srsly.write_json(path / "maral_ner" / "cfg", cfg)
+    with pytest.raises((ValueError, OSError)) as err:
+        spacy.load(path)
+    assert message in str(err.value)
+
+
+def test_saved_cfg_carries_the_format_version(trained_dir) -> None:
+    assert srsly.read_json(trained_dir / "maral_ner" / "cfg")["format_version"] == 1
+
+
+# ------------------------------------------------------------ determinism
+
+
+def _train_briefly(encoder: Path, seed: int) -> Language:
+    nlp = build_nlp(encoder, {"system.seed": seed, "training.seed": seed})
+    fix_random_seed(seed)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(0.003)
+    for _ in range(15):
+        nlp.update(examples, sgd=optimizer, drop=0.1)
+    return nlp
+
+
+def test_same_seed_same_predictions_twice(tiny_encoder) -> None:
+    texts = [SENTENCE, "John Smith works for Google in London .", FILLER]
+    first = predictions(_train_briefly(tiny_encoder, 7), texts)
+    second = predictions(_train_briefly(tiny_encoder, 7), texts)
+    assert first == second  # exact: same seed, same inputs, same CPU
+
+
+# ---------------------------------------------- interrupted pseudo-labelling
+
+
+def _pseudo_label_cmd(teacher: Path, text: Path, out: Path) -> List[str]:
+    return [sys.executable, "-m", "spacy_maral", "pseudo-label", str(teacher), str(text), str(out),
+            "--shard-size", "20", "--batch-size", "4"]
+
+
+def _shard_docs(out: Path) -> List[list]:
+    docs = []
+    for shard in sorted(out.glob("shard-*.spacy")):
+        for doc in DocBin().from_disk(shard).get_docs(spacy.blank("xx").vocab):
+            group = doc.spans["maral_pseudo"] if "maral_pseudo" in doc.spans else []
+            docs.append([doc.text, [(s.start, s.end, s.label_) for s in group]])
+    return docs
+
+
+def test_pseudo_labelling_killed_and_restarted(trained_dir, tmp_path) -> None:
+    """SIGKILL the teacher's labelling after its first shard; the rerun keeps the finished
+    shards, leaves no temporary files, and ends with exactly the output of an
+    uninterrupted run."""
+    text = tmp_path / "target.txt"
+    lines = [SENTENCE, FILLER, "John Smith works for Google in London .", "Maria Garcia met the Red Cross team ."]
+    text.write_text("\n".join(lines * 25) + "\n", encoding="utf8")  # 100 sentences, 5 shards
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    reference = tmp_path / "reference"
+    subprocess.run(_pseudo_label_cmd(trained_dir, text, reference), check=True, env=env, capture_output=True)
+
+    out = tmp_path / "interrupted"
+    proc = subprocess.Popen(_pseudo_label_cmd(trained_dir, text, out), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (out / "shard-00000.spacy").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    shards_before = sorted(p.name for p in out.glob("shard-*.spacy"))
+    assert shards_before and "shard-00004.spacy" not in shards_before  # killed part-way
+    assert not (out / "summary.json").exists()
+    for shard in shards_before:  # every shard on disk is complete and readable
+        DocBin().from_disk(out / shard)
+
+    rerun = subprocess.run(_pseudo_label_cmd(trained_dir, text, out), check=True, env=env, capture_output=True, text=True)
+    assert "kept from an earlier run" in rerun.stdout
+    summary = srsly.read_json(out / "summary.json")
+    assert summary["shards_kept"] >= len(shards_before) and summary["sentences"] == 100
+    assert not [p for p in out.iterdir() if p.name.startswith(".")], "temporary files left behind"
+    assert _shard_docs(out) == _shard_docs(reference)
+
+
+# ------------------------------------------------ many documents, two processes
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+@Language.component("rss_probe")
+def rss_probe(doc: Doc) -> Doc:
+    """Record the resident memory of the process that ran the pipeline on this doc."""
+    doc.user_data["rss_kb"] = _rss_kb()
+    return doc
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc to read resident memory")
+def test_pipe_20000_docs_two_processes_memory_flat_and_equal(trained_dir) -> None:
+    nlp = spacy.load(trained_dir)
+    nlp.add_pipe("rss_probe", last=True)
+    base = [SENTENCE, FILLER, "John Smith works for Google in London .", "Paris", "", "Maria Garcia met the Red Cross team ."]
+    texts = [base[i % len(base)] for i in range(20000)]
+
+    def run(n_process: int):
+        out, rss = [], []
+        for i, doc in enumerate(nlp.pipe(texts, n_process=n_process, batch_size=256)):
+            group = doc.spans["maral"]
+            out.append(([(e.start, e.end, e.label_) for e in doc.ents], [round(float(s), 5) for s in group.attrs["scores"]]))
+            rss.append(doc.user_data["rss_kb"])
+        return out, numpy.asarray(rss)
+
+    main_before = _rss_kb()
+    multi, worker_rss = run(2)
+    main_after = _rss_kb()
+    single, _ = run(1)
+    assert multi == single
+    # workers: resident memory after the first 2,000 docs vs the last 2,000 (warm-up excluded)
+    early, late = numpy.median(worker_rss[2000:4000]), numpy.median(worker_rss[-2000:])
+    assert late - early < 50_000, f"worker memory grew from {early} kB to {late} kB"
+    # the main process keeps only the results
+    assert main_after - main_before < 150_000, f"main memory grew from {main_before} kB to {main_after} kB"
