@@ -52,7 +52,7 @@ def plot_training_curves(logs: Dict[str, Path], output: Path) -> Optional[Path]:
     if not drawn:
         plt.close(fig)
         return None
-    ax_loss.set(title="training loss (summed over the steps between evaluations)", xlabel="step", ylabel="loss")
+    ax_loss.set(title="training loss (sum between evaluations; log scale)", xlabel="step", ylabel="loss", yscale="log")
     ax_f1.set(title="source dev entity F1", xlabel="step", ylabel="F1")
     for ax in (ax_loss, ax_f1):
         ax.grid(alpha=0.3)
