@@ -5,6 +5,7 @@
 #                  pseudo-label the target text, adapt (stage 2), evaluate, package and
 #                  install xx_maral_ner (about 15 min on 2 CPU cores). VARS="--vars.x y"
 #   make conll     the same workflow on CoNLL data (DATA, TARGET, budgets below)
+#   make benchmark the benchmark workflow on CoNLL data -> benchmarks/conll-$(TARGET)/
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -20,11 +21,12 @@ STAGE2_EPOCHS ?= 8
 PSEUDO_LIMIT ?= 4000
 EVAL_EVERY ?= 200
 DEV_LIMIT ?= 1000
+SPEED_LIMIT ?= 1000
 VARS ?=
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup test all conll browser clean-venv
+.PHONY: setup test all conll benchmark browser clean-venv
 setup: $(VENV)/.installed browser
 
 $(VENV)/.installed: setup.py
@@ -49,6 +51,16 @@ conll: setup
 	  --vars.stage1_steps $(STAGE1_STEPS) --vars.stage2_steps $(STAGE2_STEPS) \
 	  --vars.target_docs $(MAX_TARGET_DOCS) --vars.stage2_epochs $(STAGE2_EPOCHS) \
 	  --vars.pseudo_limit $(PSEUDO_LIMIT) --vars.eval_every $(EVAL_EVERY) --vars.dev_limit $(DEV_LIMIT) $(VARS)
+
+# the benchmark workflow (issue 5) on the CoNLL data: spaCy ner, the maral teacher, the
+# MARAL student and its ablations, side by side; report and plots in benchmarks/conll-$(TARGET)
+benchmark: setup
+	cd project && ../$(PY) -m spacy project run benchmark . --vars.data_dir $(abspath $(DATA)) \
+	  --vars.target_lang $(TARGET) --vars.target_text $(abspath $(DATA))/$(TARGET)/train.conll \
+	  --vars.stage1_steps $(STAGE1_STEPS) --vars.stage2_steps $(STAGE2_STEPS) \
+	  --vars.target_docs $(MAX_TARGET_DOCS) --vars.stage2_epochs $(STAGE2_EPOCHS) \
+	  --vars.pseudo_limit $(PSEUDO_LIMIT) --vars.eval_every $(EVAL_EVERY) --vars.dev_limit $(DEV_LIMIT) \
+	  --vars.bench_dir ../benchmarks/conll-$(TARGET) --vars.speed_limit $(SPEED_LIMIT) $(VARS)
 
 # Debian's chromium, for the test that renders the displaCy page headless
 browser:
