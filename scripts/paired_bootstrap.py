@@ -1,0 +1,72 @@
+"""Paired bootstrap over test sentences: is system A's entity F1 really different from B's?
+
+    python scripts/paired_bootstrap.py OUT.json TEST.spacy A=MODEL_DIR[@TAU] B=MODEL_DIR[@TAU] [--samples 2000]
+
+@TAU sets a maral_ner pipeline's inference_tau.
+
+Both pipelines label the same gold-tokenized sentences once; then sentences are resampled
+with replacement (seeded) and micro F1 (exact span and type, all gold entities) is
+recomputed for both on each resample. Writes F1 of each, the difference A - B, its 95%
+interval and the share of resamples where A > B.
+"""
+import json
+import sys
+from pathlib import Path
+
+import numpy
+import spacy
+from spacy.tokens import DocBin
+
+from spacy_maral.readers import bare_copy
+
+
+def sentence_counts(model: str, gold_docs) -> numpy.ndarray:
+    """(n_sentences, 3) true positives, predicted and gold entities per sentence."""
+    model, _, tau = model.partition("@")
+    nlp = spacy.load(model)
+    if tau:
+        from spacy_maral.pseudo_label import find_maral
+
+        find_maral(nlp).inference_tau = float(tau)
+    copies = [bare_copy(d, nlp.vocab) for d in gold_docs]
+    rows = []
+    for pred, gold in zip(nlp.pipe(copies, batch_size=64), gold_docs):
+        p = {(e.start, e.end, e.label_) for e in pred.ents}
+        g = {(e.start, e.end, e.label_) for e in gold.ents}
+        rows.append((len(p & g), len(p), len(g)))
+    return numpy.asarray(rows, dtype=numpy.int64)
+
+
+def f1(counts: numpy.ndarray) -> numpy.ndarray:
+    """Micro F1 per resample from summed counts (..., 3)."""
+    tp, n_pred, n_gold = counts[..., 0], counts[..., 1], counts[..., 2]
+    return numpy.where(n_pred + n_gold > 0, 2 * tp / numpy.maximum(n_pred + n_gold, 1), 0.0)
+
+
+def main(argv) -> None:
+    samples = 2000
+    if "--samples" in argv:
+        i = argv.index("--samples")
+        samples = int(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
+    out, test = Path(argv[0]), argv[1]
+    (name_a, model_a), (name_b, model_b) = (a.split("=", 1) for a in argv[2:4])
+    gold = list(DocBin().from_disk(test).get_docs(spacy.blank("xx").vocab))
+    a, b = sentence_counts(model_a, gold), sentence_counts(model_b, gold)
+    rng = numpy.random.default_rng(0)
+    idx = rng.integers(0, len(gold), size=(samples, len(gold)))
+    fa, fb = f1(a[idx].sum(axis=1)), f1(b[idx].sum(axis=1))
+    diff = fa - fb
+    result = {
+        "test": test, "sentences": len(gold), "samples": samples,
+        name_a: round(100 * float(f1(a.sum(axis=0))), 2), name_b: round(100 * float(f1(b.sum(axis=0))), 2),
+        "difference": round(100 * float(f1(a.sum(axis=0)) - f1(b.sum(axis=0))), 2),
+        "difference_95ci": [round(100 * float(x), 2) for x in numpy.percentile(diff, [2.5, 97.5])],
+        f"share_{name_a}_better": round(float((diff > 0).mean()), 3),
+    }
+    out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
