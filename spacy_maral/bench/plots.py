@@ -45,7 +45,8 @@ def plot_training_curves(logs: Dict[str, Path], output: Path) -> Optional[Path]:
             continue
         steps = [r["step"] for r in rows]
         loss = [sum(v for k, v in r.get("losses", {}).items() if k != "transformer") for r in rows]
-        f1 = [100 * float((r.get("other_scores") or {}).get("ents_f") or 0.0) for r in rows]
+        # spaCy's ConsoleLogger.v3 writes the dev scores in percent under "scores"
+        f1 = [float((r.get("scores") or {}).get("ents_f") or 0.0) for r in rows]
         ax_loss.plot(steps[1:], loss[1:], marker=".", label=name)
         ax_f1.plot(steps, f1, marker=".", label=name)
         drawn = True

@@ -47,8 +47,14 @@ class System:
         if config_path.exists():
             from thinc.api import Config
 
-            size = Config().from_disk(config_path, interpolate=False)["training"]["batcher"].get("size")
+            training = Config().from_disk(config_path, interpolate=False)["training"]
+            size = training["batcher"].get("size")
             batch = size if isinstance(size, int) else None
+            max_steps, every = training.get("max_steps"), training.get("eval_frequency")
+            # the logger writes a row per evaluation; a run that was not stopped early
+            # (patience stops right at an evaluation) went on to max_steps
+            if steps is not None and isinstance(max_steps, int) and isinstance(every, int) and steps + every > max_steps > 0:
+                steps = max_steps
         wall = timing.get("wall_s")
         rate = round(steps * batch / wall, 2) if steps and batch and wall else None
         return {"wall_s": wall, "steps": steps, "batch_sentences": batch, "sentences_per_s": rate,
