@@ -5,7 +5,7 @@ confidence scores. `render_predictions` draws the entities of any pipeline, each
 labelled with its probability from `doc.spans[spans_key].attrs["scores"]`.
 """
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from spacy import displacy
 from spacy.language import Language
@@ -48,6 +48,19 @@ def format_table(results: Dict[str, Dict[str, object]]) -> str:
     return table(rows, header=header, divider=True, aligns=["l"] + ["r"] * (len(header) - 1)).strip("\n")
 
 
+def maral_spans_key(nlp: Language) -> Optional[str]:
+    """The SpanGroup key of the pipeline's maral_ner (None if it has none)."""
+    return next((p.spans_key for _, p in nlp.pipeline if hasattr(p, "spans_key")), None)
+
+
+def span_scores(doc: Doc, spans_key: Optional[str]) -> Dict[Tuple[int, int, str], float]:
+    """(start, end, label) -> probability of every span in doc.spans[spans_key]."""
+    if not spans_key or spans_key not in doc.spans:
+        return {}
+    group = doc.spans[spans_key]
+    return {(s.start, s.end, s.label_): float(p) for s, p in zip(group, group.attrs.get("scores", []))}
+
+
 def render_predictions(
     nlp: Language,
     texts: Iterable[str],
@@ -64,17 +77,14 @@ def render_predictions(
     RETURNS (str): the HTML page.
     """
     if spans_key is None:
-        spans_key = next((getattr(p, "spans_key") for _, p in nlp.pipeline if hasattr(p, "spans_key")), None)
+        spans_key = maral_spans_key(nlp)
     pages: List[Dict[str, object]] = []
     colours: Dict[str, str] = {}
     for doc in nlp.pipe(texts):
-        scored = {}
-        if spans_key and spans_key in doc.spans:
-            group = doc.spans[spans_key]
-            scored = {(s.start_char, s.end_char, s.label_): p for s, p in zip(group, group.attrs.get("scores", []))}
+        scored = span_scores(doc, spans_key)
         ents = []
         for ent in doc.ents:
-            score = scored.get((ent.start_char, ent.end_char, ent.label_))
+            score = scored.get((ent.start, ent.end, ent.label_))
             label = ent.label_ if score is None else f"{ent.label_} {float(score):.2f}"
             colours[label] = _COLOURS.get(ent.label_) or _FALLBACK[hash(ent.label_) % len(_FALLBACK)]
             ents.append({"start": ent.start_char, "end": ent.end_char, "label": label})

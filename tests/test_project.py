@@ -32,6 +32,14 @@ def make_venv(path: Path) -> Path:
     return python
 
 
+def copy_project(root: Path) -> None:
+    """project/ (its yml and sample corpus) and configs/ into `root`, side by side."""
+    shutil.copytree(REPO / "configs", root / "configs")
+    (root / "project").mkdir()
+    shutil.copy(REPO / "project" / "project.yml", root / "project" / "project.yml")
+    shutil.copytree(REPO / "project" / "sample", root / "project" / "sample")
+
+
 @pytest.fixture(scope="module")
 def project_run_all(tiny_encoder, tmp_path_factory):
     """Run the workflow `all` in a copy of project/ on the tiny encoder and tiny budgets,
@@ -39,10 +47,7 @@ def project_run_all(tiny_encoder, tmp_path_factory):
     from weasel.cli.run import project_run
 
     root = tmp_path_factory.mktemp("project")
-    shutil.copytree(REPO / "configs", root / "configs")
-    (root / "project").mkdir()
-    shutil.copy(REPO / "project" / "project.yml", root / "project" / "project.yml")
-    shutil.copytree(REPO / "project" / "sample", root / "project" / "sample")
+    copy_project(root)
     venv_python = make_venv(root / "venv")
     overrides = {
         "vars.encoder": str(tiny_encoder), "vars.encoder_source": "existing",
@@ -166,10 +171,7 @@ def benchmark_run(tiny_encoder, tmp_path_factory):
     from weasel.cli.run import project_run
 
     root = tmp_path_factory.mktemp("bench")
-    shutil.copytree(REPO / "configs", root / "configs")
-    (root / "project").mkdir()
-    shutil.copy(REPO / "project" / "project.yml", root / "project" / "project.yml")
-    shutil.copytree(REPO / "project" / "sample", root / "project" / "sample")
+    copy_project(root)
     overrides = {
         "vars.encoder": str(tiny_encoder), "vars.encoder_source": "existing",
         "vars.stage1_steps": 8, "vars.stage2_steps": 6, "vars.eval_every": 3, "vars.dev_limit": 10,

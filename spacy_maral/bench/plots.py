@@ -22,6 +22,17 @@ def _pyplot():
     return plt
 
 
+def _finish(plt, fig, axes, output: Path) -> Path:
+    """Grid and legend on each axis, then save the figure to `output` and close it."""
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(output, dpi=110)
+    plt.close(fig)
+    return output
+
+
 def read_jsonl(path: Path) -> List[dict]:
     """The records of a JSON-lines file ([] if it does not exist)."""
     path = Path(path)
@@ -55,13 +66,7 @@ def plot_training_curves(logs: Dict[str, Path], output: Path) -> Optional[Path]:
         return None
     ax_loss.set(title="training loss (sum between evaluations; log scale)", xlabel="step", ylabel="loss", yscale="log")
     ax_f1.set(title="source dev entity F1", xlabel="step", ylabel="F1")
-    for ax in (ax_loss, ax_f1):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(output, dpi=110)
-    plt.close(fig)
-    return output
+    return _finish(plt, fig, (ax_loss, ax_f1), output)
 
 
 def plot_cosines(pipelines: Dict[str, Language], output: Path) -> Path:
@@ -154,9 +159,4 @@ def plot_pseudo_label_f1(diagnostics: Dict[str, Path], output: Path) -> Optional
         plt.close(fig)
         return None
     ax.set(title="pseudo-labels vs target tags (diagnostic only)", xlabel="epoch", ylabel="%")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(output, dpi=110)
-    plt.close(fig)
-    return output
+    return _finish(plt, fig, (ax,), output)

@@ -11,6 +11,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from wasabi import msg
 
+from ..component import MaralNER
 from ..fileio import atomic_write_text
 from ..margins import class_mean_geometry
 from ..pseudo_label import iter_target_docs
@@ -111,7 +112,7 @@ def run_benchmark_report(
         msg.info(f"evaluating {system.name} on {len(test_docs)} sentences")
         scores = evaluate_pipeline(nlp, test_docs)
         entry = {"model": str(system.model), **_scores_row(scores), "training": system.training()}
-        if any(p for _, p in nlp.pipeline if hasattr(p, "spans_key")) and nlp.has_pipe("maral_ner"):
+        if any(isinstance(p, MaralNER) for _, p in nlp.pipeline):
             geo = class_mean_geometry(nlp)
             entry["margins"] = {k: geo[k] for k in ("min_angle_deg", "min_angle_entities_deg", "mean_cosine")}
         result["systems"][system.name] = entry  # type: ignore[index]

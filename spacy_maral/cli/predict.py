@@ -21,6 +21,7 @@ def predict_command(
     import spacy
 
     from ..pseudo_label import iter_target_docs
+    from ..report import maral_spans_key, span_scores
 
     try:
         nlp = spacy.load(model)
@@ -30,16 +31,13 @@ def predict_command(
     sentences = list(texts or [])
     if from_file is not None:
         sentences += [d.text for d in islice(iter_target_docs(from_file, nlp), n)]
-    key = next((p.spans_key for _, p in nlp.pipeline if hasattr(p, "spans_key")), None)
+    key = maral_spans_key(nlp)
     typer.echo(f"spacy.load({model!r}): pipes {nlp.pipe_names}")
     for doc in nlp.pipe(sentences):
         typer.echo(doc.text)
-        scores = {}
-        if key and key in doc.spans:
-            group = doc.spans[key]
-            scores = {(s.start, s.end): p for s, p in zip(group, group.attrs.get("scores", []))}
+        scores = span_scores(doc, key)
         for ent in doc.ents:
-            score = scores.get((ent.start, ent.end))
+            score = scores.get((ent.start, ent.end, ent.label_))
             typer.echo(f"    {ent.text:<30} {ent.label_:<6} {'' if score is None else f'{float(score):.3f}'}")
         if not doc.ents:
             typer.echo("    (no entities)")
