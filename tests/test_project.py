@@ -205,3 +205,21 @@ def test_benchmark_quick_mode_writes_report_json_and_plots(benchmark_run) -> Non
         data = (benchmark_run / file).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
         assert f"]({file})" in page
+
+
+def test_project_assets_are_checksummed_public_conll_files() -> None:
+    """Every asset has a URL and an md5 checksum, and lands where data_dir=assets expects it."""
+    from weasel.util import load_project_config
+
+    config = load_project_config(REPO / "project")
+    assets = config["assets"]
+    assert assets, "project.yml lists no assets"
+    for asset in assets:
+        assert asset["url"].startswith("https://"), asset
+        checksum = asset.get("checksum", "")
+        assert len(checksum) == 32 and all(c in "0123456789abcdef" for c in checksum), asset
+        lang_split = Path(asset["dest"]).relative_to("assets")
+        assert lang_split.suffix == ".conll" and len(lang_split.parts) == 2, asset
+    dests = {a["dest"] for a in assets}
+    for split in ("train", "dev"):
+        assert f"assets/en/{split}.conll" in dests
