@@ -103,6 +103,33 @@ def make_maral_ner(
     )
 
 
+COLLAPSE_COSINE = 0.99
+
+
+def collapsed_class_pairs(
+    cosines: numpy.ndarray, classes: Sequence[str], threshold: float = COLLAPSE_COSINE
+) -> List[Tuple[str, str, float]]:
+    """The class pairs whose mean directions have (nearly) merged, worst first.
+
+    When every class mean points the same way, every logit s_c(z) is the same function
+    of z, the loss gradient with respect to z cancels, and training cannot separate the
+    classes any more: a collapse that the epoch-end statistics can lock in.
+
+    cosines (numpy.ndarray): (C, C) cosines between the class mean directions.
+    classes (Sequence[str]): the class names, in the same order.
+    threshold (float): the cosine above which a pair counts as merged.
+    RETURNS (List[Tuple[str, str, float]]): (class, class, cosine) per merged pair.
+    """
+    n = len(classes)
+    pairs = [
+        (classes[i], classes[j], float(cosines[i, j]))
+        for i in range(n)
+        for j in range(i + 1, n)
+        if float(cosines[i, j]) > threshold
+    ]
+    return sorted(pairs, key=lambda p: -p[2])
+
+
 class MaralNER(TrainablePipe):
     """Span NER whose classes are von Mises-Fisher distributions on the unit sphere."""
 
@@ -321,14 +348,30 @@ class MaralNER(TrainablePipe):
         )
 
     def end_epoch(self) -> None:
-        """Called at the end of a training epoch: rolls the class-mean estimators."""
+        """Called at the end of a training epoch: rolls the class-mean estimators.
+
+        Warns when two class means have (nearly) merged: see `collapsed_class_pairs`.
+        """
         if not self.model.has_ref("head"):
             return
         head = get_span_head(self.model)
         head.end_epoch()
+        mu, _ = head.class_distributions()
+        cosines = (mu @ mu.T).cpu().numpy()
+        merged = collapsed_class_pairs(cosines, self.classes)
+        if merged:
+            a, b, cos = merged[0]
+            logger.warning(
+                "maral_ner: after this epoch the class means of %d class pair(s) are nearly identical "
+                "(largest cosine %.4f, %s/%s): the span vectors do not separate the classes yet. "
+                "The next epoch's logits come from these means, and if all of them coincide no "
+                "gradient can separate the classes again (the predictions stay uniform). In stage 2 "
+                "this happens when the first epoch is shorter than the time the student needs to "
+                "separate the classes: use fewer, longer epochs (a larger max_target_docs or a "
+                "smaller adaptation.n_epochs).",
+                len(merged), cos, a, b,
+            )
         if self.adapter is not None and self.adapter.store is not None:
-            mu, _ = head.class_distributions()
-            cosines = (mu @ mu.T).cpu().numpy()
             self.adapter.end_epoch(class_cosines=cosines, classes=self.classes)
 
     def gold_span_labels(self, examples: Sequence[Example], scores: SpanScores) -> Tuple[numpy.ndarray, numpy.ndarray]:

@@ -22,7 +22,7 @@ from thinc.api import Adam, fix_random_seed
 from conftest import (
     TRAIN_SENTENCES, assert_same_predictions, build_nlp, encoder_parameters, make_examples, predictions,
 )
-from spacy_maral.component import MaralNER
+from spacy_maral.component import MaralNER, collapsed_class_pairs
 from spacy_maral.model import SpanScores, get_span_head
 from spacy_maral.spans import count_spans, enumerate_spans
 
@@ -523,3 +523,32 @@ def test_inference_tau_moves_mass_to_frequent_classes(trained) -> None:
     numpy.testing.assert_allclose(adjusted, expected / expected.sum(1, keepdims=True), rtol=1e-5)
     assert (adjusted[:, 0] >= plain[:, 0] - 1e-6).all()
     assert adjusted[:, 0].mean() > plain[:, 0].mean()
+
+
+def test_collapsed_class_pairs_lists_merged_means_worst_first() -> None:
+    cos = numpy.eye(4)
+    cos[1, 2] = cos[2, 1] = 0.995
+    cos[0, 3] = cos[3, 0] = 0.999
+    cos[1, 3] = cos[3, 1] = 0.98  # close, but not merged
+    assert collapsed_class_pairs(cos, ["O", "PER", "ORG", "LOC"]) == [("O", "LOC", 0.999), ("PER", "ORG", 0.995)]
+    assert collapsed_class_pairs(numpy.eye(4), ["O", "PER", "ORG", "LOC"]) == []
+
+
+def test_end_epoch_warns_when_class_means_collapse(tiny_encoder, caplog) -> None:
+    """The failure the no-reweight benchmark student showed: every span vector the same."""
+    nlp = build_nlp(tiny_encoder)
+    nlp.initialize(lambda: make_examples(nlp))
+    ner = nlp.get_pipe("maral_ner")
+    head = get_span_head(ner.model)
+    n_classes, dim = head.prev_mean.shape
+    same = torch.nn.functional.normalize(torch.ones(1, dim, dtype=torch.float64), dim=1).repeat(n_classes, 1)
+    with caplog.at_level(logging.WARNING, logger="spacy_maral"):
+        head.accumulate(same, torch.arange(n_classes))
+        ner.end_epoch()
+    assert "nearly identical" in caplog.text
+    caplog.clear()
+    # separated means (orthogonal directions) give no warning
+    with caplog.at_level(logging.WARNING, logger="spacy_maral"):
+        head.accumulate(torch.eye(n_classes, dim, dtype=torch.float64), torch.arange(n_classes))
+        ner.end_epoch()
+    assert "nearly identical" not in caplog.text
