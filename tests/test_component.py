@@ -552,3 +552,20 @@ def test_end_epoch_warns_when_class_means_collapse(tiny_encoder, caplog) -> None
         head.accumulate(torch.eye(n_classes, dim, dtype=torch.float64), torch.arange(n_classes))
         ner.end_epoch()
     assert "nearly identical" not in caplog.text
+
+
+def test_span_class_geometry_counts_gold_spans_and_is_a_cosine_matrix(trained) -> None:
+    from spacy_maral.margins import span_class_geometry
+
+    nlp = trained.nlp
+    docs = [eg.reference for eg in make_examples(nlp)]
+    geo = span_class_geometry(nlp, docs)
+    ner = nlp.get_pipe("maral_ner")
+    n_gold = {c: sum(1 for d in docs for e in d.ents if e.label_ == c and len(e) <= ner.max_width) for c in ner.classes[1:]}
+    assert geo["spans"][1:] == [n_gold[c] for c in ner.classes[1:]]
+    assert geo["spans"][0] == sum(count_spans(len(d), ner.max_width) for d in docs) - sum(n_gold.values())
+    cos = numpy.asarray(geo["cosines"])
+    assert numpy.allclose(cos, cos.T) and numpy.allclose(numpy.diag(cos), 1.0, atol=1e-3)
+    assert all(0.0 < r <= 1.0 + 1e-9 for r in geo["resultant"])
+    # the trained model separates the classes: no two class means coincide
+    assert geo["min_angle_deg"] > 10.0

@@ -195,6 +195,11 @@ def test_benchmark_quick_mode_writes_report_json_and_plots(benchmark_run) -> Non
     assert {"ner", "maral", "transformer alone"} <= set(result["speed"])
     assert result["speed"]["maral_over_ner"] > 0
     assert "pseudo-label" in result["other_steps"]
+    for name in names[1:]:  # every maral system: both geometries, angles in range
+        margins = result["systems"][name]["margins"]
+        assert 0.0 <= margins["min_angle_deg"] <= 180.0
+        assert 0.0 <= margins["spans"]["min_angle_deg"] <= 180.0
+    assert "margins" not in result["systems"]["ner"]
     page = (benchmark_run / "BENCHMARKS.md").read_text()
     for name in names:
         assert f"| {name} |" in page
@@ -223,3 +228,19 @@ def test_project_assets_are_checksummed_public_conll_files() -> None:
     dests = {a["dest"] for a in assets}
     for split in ("train", "dev"):
         assert f"assets/en/{split}.conll" in dests
+
+
+def test_benchmark_report_can_reuse_an_earlier_speed_block(benchmark_run, tmp_path) -> None:
+    """A report regenerated on a busy machine copies the idle run's speed, and says so."""
+    from spacy_maral.bench.summary import System, run_benchmark_report
+
+    project = benchmark_run.parent.parent
+    earlier = json.loads((benchmark_run / "benchmark.json").read_text())
+    result = run_benchmark_report(
+        [System("zero-shot", project / "training" / "teacher")], project / "corpus" / "de-test.spacy",
+        project / "corpus" / "en-dev.spacy", tmp_path, before="zero-shot", speed_from=benchmark_run / "benchmark.json",
+        n_projection=20,
+    )
+    assert result["speed"]["maral_over_ner"] == earlier["speed"]["maral_over_ner"]
+    assert str(benchmark_run / "benchmark.json") in result["speed"]["measured_in"]
+    assert "Measured in an earlier run" in (tmp_path / "BENCHMARKS.md").read_text()

@@ -9,7 +9,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from ..component import MaralNER
-from ..margins import class_mean_geometry
+from ..margins import class_mean_geometry, span_class_geometry
 from ..readers import bare_copy
 
 
@@ -69,22 +69,30 @@ def plot_training_curves(logs: Dict[str, Path], output: Path) -> Optional[Path]:
     return _finish(plt, fig, (ax_loss, ax_f1), output)
 
 
-def plot_cosines(pipelines: Dict[str, Language], output: Path) -> Path:
-    """Heatmaps of the pairwise cosines of the class mean directions, one per pipeline."""
+def plot_cosines(pipelines: Dict[str, Language], output: Path, docs: Optional[Sequence[Doc]] = None) -> Path:
+    """Heatmaps of the pairwise cosines of the class mean directions, one column per
+    pipeline: with `docs`, a first row of the span vectors' class means over their gold
+    spans (what the model learned), and always a row of the means the logits use."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(pipelines), figsize=(4.8 * len(pipelines), 4.2), squeeze=False)
-    for ax, (name, nlp) in zip(axes[0], pipelines.items()):
-        geo = class_mean_geometry(nlp)
-        cos = numpy.asarray(geo["cosines"])
-        classes = list(geo["classes"])
-        im = ax.imshow(cos, vmin=-1, vmax=1, cmap="coolwarm")
-        ax.set_xticks(range(len(classes)), classes)
-        ax.set_yticks(range(len(classes)), classes)
-        for i in range(len(classes)):
-            for j in range(len(classes)):
-                ax.text(j, i, f"{cos[i, j]:.2f}", ha="center", va="center", fontsize=8)
-        ax.set_title(f"{name}: smallest angle {geo['min_angle_deg']:.1f} deg")
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="cosine of class means")
+    rows = []
+    if docs:
+        rows.append(("span vectors", lambda nlp: span_class_geometry(nlp, docs)))
+    rows.append(("logit state", class_mean_geometry))
+    fig, axes = plt.subplots(len(rows), len(pipelines), figsize=(4.8 * len(pipelines), 4.2 * len(rows)), squeeze=False)
+    im = None
+    for r, (kind, geometry) in enumerate(rows):
+        for ax, (name, nlp) in zip(axes[r], pipelines.items()):
+            geo = geometry(nlp)
+            cos = numpy.asarray(geo["cosines"])
+            classes = list(geo["classes"])
+            im = ax.imshow(cos, vmin=-1, vmax=1, cmap="coolwarm")
+            ax.set_xticks(range(len(classes)), classes)
+            ax.set_yticks(range(len(classes)), classes)
+            for i in range(len(classes)):
+                for j in range(len(classes)):
+                    ax.text(j, i, f"{cos[i, j]:.2f}", ha="center", va="center", fontsize=8)
+            ax.set_title(f"{name}, {kind}: smallest angle {geo['min_angle_deg']:.1f} deg", fontsize=10)
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="cosine of class means")
     fig.savefig(output, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return output

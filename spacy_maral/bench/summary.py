@@ -13,7 +13,7 @@ from wasabi import msg
 
 from ..component import MaralNER
 from ..fileio import atomic_write_text
-from ..margins import class_mean_geometry
+from ..margins import class_mean_geometry, span_class_geometry
 from ..pseudo_label import iter_target_docs
 from ..report import evaluate_pipeline
 from .measure import machine_description
@@ -80,6 +80,7 @@ def run_benchmark_report(
     command: str = "",
     n_projection: int = 300,
     speed_limit: int = 0,
+    speed_from: Optional[Path] = None,
 ) -> Dict[str, object]:
     """Evaluate every system on the target test set, measure inference speed, draw the
     plots, and write benchmark.json and BENCHMARKS.md into `output_dir`.
@@ -95,11 +96,15 @@ def run_benchmark_report(
     command (str): the command line that produced the run, for the report.
     n_projection (int): sentences of dev and test whose entities are projected.
     speed_limit (int): time only the first N test sentences (0 = all).
+    speed_from (Optional[Path]): instead of timing now, copy the speed block of this
+        earlier benchmark.json (for a report regenerated on a busy machine); the report
+        says where the numbers come from.
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     result: Dict[str, object] = {"date": time.strftime("%Y-%m-%d %H:%M"), "command": command,
-                                 "machine": machine_description(), "test": str(test_path), "systems": {}}
+                                 "machine": machine_description(), "test": str(test_path),
+                                 "n_projection": n_projection, "systems": {}}
     loaded: Dict[str, Language] = {}
     test_docs: List[Doc] = []
     for system in systems:
@@ -113,11 +118,18 @@ def run_benchmark_report(
         scores = evaluate_pipeline(nlp, test_docs)
         entry = {"model": str(system.model), **_scores_row(scores), "training": system.training()}
         if any(isinstance(p, MaralNER) for _, p in nlp.pipeline):
+            keys = ("min_angle_deg", "min_angle_entities_deg", "mean_cosine")
             geo = class_mean_geometry(nlp)
-            entry["margins"] = {k: geo[k] for k in ("min_angle_deg", "min_angle_entities_deg", "mean_cosine")}
+            spans = span_class_geometry(nlp, list(iter_target_docs(dev_path, nlp))[:n_projection])
+            entry["margins"] = {**{k: geo[k] for k in keys}, "spans": {k: spans[k] for k in keys}}
         result["systems"][system.name] = entry  # type: ignore[index]
     result["other_steps"] = {k: json.loads(Path(v).read_text()) for k, v in (extra_timings or {}).items() if Path(v).exists()}
-    if speed_pair and all(name in loaded for name in speed_pair):
+    if speed_from is not None:
+        earlier = json.loads(Path(speed_from).read_text(encoding="utf8"))
+        if "speed" not in earlier:
+            raise ValueError(f"{speed_from} has no speed block to reuse")
+        result["speed"] = {**earlier["speed"], "measured_in": f"{speed_from} ({earlier.get('date', 'date unknown')})"}
+    elif speed_pair and all(name in loaded for name in speed_pair):
         ner_name, maral_name = speed_pair
         docs = test_docs[:speed_limit] if speed_limit else test_docs
         msg.info(f"timing nlp.pipe (batch 64) on {len(docs)} test sentences")
@@ -136,9 +148,9 @@ def run_benchmark_report(
         plots["training curves"] = curve.name
     maral_pair = {n: loaded[n] for n in (before, after) if n and n in loaded}
     if maral_pair:
-        plots["class-mean cosines"] = plot_cosines(maral_pair, output_dir / "class_mean_cosines.png").name
         any_nlp = next(iter(maral_pair.values()))
         dev_docs = list(iter_target_docs(dev_path, any_nlp))[:n_projection]
+        plots["class-mean cosines"] = plot_cosines(maral_pair, output_dir / "class_mean_cosines.png", dev_docs).name
         plots["span-vector projection"] = plot_projection(
             maral_pair, dev_docs, test_docs[:n_projection], output_dir / "span_projection.png").name
     pl = plot_pseudo_label_f1({s.name: s.run_dir / "diagnostics.jsonl" for s in systems}, output_dir / "pseudo_label_f1.png")
@@ -182,8 +194,10 @@ def render_markdown(result: Dict[str, object]) -> str:
         lines.append(f"| {name} | {t['wall_s'] / 60:.1f} min | | | | {t['peak_rss_gb']} GB |")
     speed = result.get("speed")
     if speed:
-        lines += ["", f"## Inference speed (nlp.pipe, batch {speed['batch_size']}, {speed['sentences']} test sentences, CPU)", "",
-                  "| pipeline | words/s | seconds |", "|---|---|---|"]
+        lines += ["", f"## Inference speed (nlp.pipe, batch {speed['batch_size']}, {speed['sentences']} test sentences, CPU)", ""]
+        if speed.get("measured_in"):
+            lines += [f"Measured in an earlier run of this report on an idle machine: {speed['measured_in']}.", ""]
+        lines += ["| pipeline | words/s | seconds |", "|---|---|---|"]
         for k, v in speed.items():
             if isinstance(v, dict):
                 lines.append(f"| {k} | {v['words_per_second']} | {v['seconds']} |")
@@ -194,10 +208,17 @@ def render_markdown(result: Dict[str, object]) -> str:
                       f"(target <= 15%: {ok_head})."]
     margins = {n: s["margins"] for n, s in systems.items() if "margins" in s}
     if margins:
-        lines += ["", "## Class-mean margins", "", "| system | smallest angle | smallest angle (entities) | mean cosine |",
-                  "|---|---|---|---|"]
-        lines += [f"| {n} | {g['min_angle_deg']} deg | {g['min_angle_entities_deg']} deg | {g['mean_cosine']} |"
-                  for n, g in margins.items()]
+        lines += ["", "## Class-mean margins", "",
+                  "Span vectors: the class means of z over the gold-labelled spans of the first "
+                  f"{result.get('n_projection', '?')} source dev sentences (what the model learned). Logit state: the means "
+                  "the logits use, which within the first epoch still average in the random "
+                  "initial directions (nearly orthogonal whatever was learned).", "",
+                  "| system | span vectors: smallest angle | (entities) | mean cosine | logit state: smallest angle | mean cosine |",
+                  "|---|---|---|---|---|---|"]
+        for n, g in margins.items():
+            sp = g.get("spans", {})
+            lines.append(f"| {n} | {_fmt(sp.get('min_angle_deg'), ' deg')} | {_fmt(sp.get('min_angle_entities_deg'), ' deg')} | "
+                         f"{_fmt(sp.get('mean_cosine'))} | {g['min_angle_deg']} deg | {g['mean_cosine']} |")
     if result.get("plots"):
         lines += ["", "## Plots", ""]
         lines += [f"- {title}: ![{title}]({path})" for title, path in result["plots"].items()]

@@ -45,6 +45,7 @@ def benchmark_report_command(
     command: str = typer.Option("", "--command", help="The command line that ran the benchmark, for the report."),
     n_projection: int = typer.Option(300, "--n-projection", help="Sentences whose entities the projection plot draws."),
     speed_limit: int = typer.Option(0, "--speed-limit", help="Time only the first N test sentences (0 = all)."),
+    speed_from: Optional[Path] = typer.Option(None, "--speed-from", help="Reuse the speed block of this earlier benchmark.json instead of timing (for a report regenerated on a busy machine)."),
 ) -> None:
     """Evaluate every system on the target test set, time inference, draw the plots and
     write the report."""
@@ -59,7 +60,7 @@ def benchmark_report_command(
     run_benchmark_report(
         systems, test_path, dev_path, output_dir, before=before, after=after,
         speed_pair=speed.split(",") if speed else None, extra_timings={n: Path(p) for n, p in map(pair, timing)},
-        command=command, n_projection=n_projection, speed_limit=speed_limit,
+        command=command, n_projection=n_projection, speed_limit=speed_limit, speed_from=speed_from,
     )
 
 
