@@ -83,15 +83,17 @@ def plot_cosines(pipelines: Dict[str, Language], output: Path, docs: Optional[Se
     for r, (kind, geometry) in enumerate(rows):
         for ax, (name, nlp) in zip(axes[r], pipelines.items()):
             geo = geometry(nlp)
-            cos = numpy.asarray(geo["cosines"])
-            classes = list(geo["classes"])
+            # one class order for every panel: O first, then the entity labels sorted
+            order = sorted(range(len(geo["classes"])), key=lambda i: (i != 0, geo["classes"][i]))
+            cos = numpy.asarray(geo["cosines"])[numpy.ix_(order, order)]
+            classes = [geo["classes"][i] for i in order]
             im = ax.imshow(cos, vmin=-1, vmax=1, cmap="coolwarm")
             ax.set_xticks(range(len(classes)), classes)
             ax.set_yticks(range(len(classes)), classes)
             for i in range(len(classes)):
                 for j in range(len(classes)):
                     ax.text(j, i, f"{cos[i, j]:.2f}", ha="center", va="center", fontsize=8)
-            ax.set_title(f"{name}, {kind}: smallest angle {geo['min_angle_deg']:.1f} deg", fontsize=10)
+            ax.set_title(f"{name}, {kind}\nsmallest angle {geo['min_angle_deg']:.1f} deg", fontsize=10)
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="cosine of class means")
     fig.savefig(output, dpi=110, bbox_inches="tight")
     plt.close(fig)
