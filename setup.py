@@ -34,6 +34,7 @@ setup(
     entry_points={
         "spacy_factories": [
             "maral_ner = spacy_maral.component:make_maral_ner",
+            "maral_mlm = spacy_maral.mlm:make_maral_mlm",
         ],
         "spacy_architectures": [
             "spacy_maral.SpanNER.v1 = spacy_maral.model:build_span_ner",

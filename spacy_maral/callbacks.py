@@ -32,15 +32,62 @@ def freeze_word_embeddings_of(nlp: Language) -> int:
     return frozen
 
 
+def copy_weights_from(nlp: Language, source: Path) -> List[str]:
+    """Load the weights of a trained pipeline into the pipes of the same name in `nlp`.
+
+    Used to start a student from its teacher (a warm start). Only the models' weights
+    (and the class statistics, which are buffers of the maral_ner model) are copied: each
+    pipe keeps its own settings, labels, class prior and adaptation state.
+
+    nlp (Language): the pipeline, after initialize.
+    source (Path): a trained pipeline directory (e.g. the teacher's model-best).
+    RETURNS (List[str]): the names of the pipes whose weights were copied.
+    """
+    import spacy
+
+    source = Path(source)
+    if not (source / "config.cfg").exists():
+        raise ValueError(f"init_from: {source} is not a spaCy pipeline directory (no config.cfg)")
+    trained = spacy.load(source)
+    copied = []
+    for name, pipe in nlp.pipeline:
+        model = getattr(pipe, "model", None)
+        if model is None or name not in trained.pipe_names:
+            continue
+        other = trained.get_pipe(name)
+        try:
+            if hasattr(pipe, "copy_weights_from"):
+                pipe.copy_weights_from(other)  # maral_ner: classes mapped by name
+            else:
+                model.from_bytes(other.model.to_bytes())
+        except (ValueError, KeyError) as err:
+            raise ValueError(
+                f"init_from: the weights of '{name}' in {source} don't fit this pipeline's '{name}' "
+                f"(different architecture settings?): {err}"
+            ) from err
+        copied.append(name)
+    if not copied:
+        raise ValueError(f"init_from: {source} has none of the pipes {nlp.pipe_names}")
+    logger.warning("Warm start: copied the weights of %s from %s", copied, source)
+    return copied
+
+
 @registry.callbacks("spacy_maral.configure_encoder.v1")
-def configure_encoder(freeze_word_embeddings: bool = True) -> Callable[[Language], Language]:
+def configure_encoder(
+    freeze_word_embeddings: bool = True, init_from: Optional[str] = None
+) -> Callable[[Language], Language]:
     """An [initialize.after_init] callback that configures the transformer.
 
     freeze_word_embeddings (bool): freeze the word-embedding matrix (2-3x faster
         training steps on CPU; the paper trains it).
+    init_from (Optional[str]): a trained pipeline whose weights the pipes of the same
+        name start from (a warm start, e.g. a student from its teacher). The paper's
+        stage 2 starts from the pretrained encoder (None).
     """
 
     def after_init(nlp: Language) -> Language:
+        if init_from:
+            copy_weights_from(nlp, Path(init_from))
         if freeze_word_embeddings:
             n = freeze_word_embeddings_of(nlp)
             if n == 0:
@@ -48,9 +95,6 @@ def configure_encoder(freeze_word_embeddings: bool = True) -> Callable[[Language
         return nlp
 
     return after_init
-
-
-
 
 
 @registry.callbacks("spacy_maral.epoch_hook.v1")

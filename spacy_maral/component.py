@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import numpy
 import srsly
+import torch
 from spacy import util
 from spacy.attrs import IS_SPACE
 from spacy.language import Language
@@ -22,7 +23,7 @@ from thinc.api import Config, Model, Optimizer, get_array_module
 
 from .decoding import decode_doc
 from .loss import ReweightedVMFLoss
-from .model import SpanScores, build_head, get_span_head
+from .model import CLASS_INDEXED_BUFFERS, SpanScores, build_head, get_span_head
 from .readers import diagnostic_gold, is_target, target_index
 from .soft_labels import DIAGNOSTIC_GOLD_KEY, SoftLabelStore
 from .student import AdaptationSettings, Adapter
@@ -519,6 +520,30 @@ class MaralNER(TrainablePipe):
                     n_fit += 1
             counts[0] += n_spans - n_fit
         return counts.tolist(), n_entities, n_wide
+
+    def copy_weights_from(self, other: "MaralNER") -> None:
+        """Start from the weights and class statistics of another maral_ner (a warm start).
+
+        The two may have added their labels in different orders (each in the order its
+        training data showed them): the class-indexed state (the class means) is mapped
+        by class name. This pipe keeps its own labels, class prior and adaptation state.
+
+        other (MaralNER): a trained maral_ner with the same classes and architecture.
+        """
+        if set(other.classes) != set(self.classes):
+            raise ValueError(
+                f"maral_ner '{self.name}': can't start from a model with other classes "
+                f"({list(other.classes)} vs {list(self.classes)})"
+            )
+        self.model.from_bytes(other.model.to_bytes())
+        order = [other.classes.index(c) for c in self.classes]
+        if order != list(range(len(order))):
+            head = get_span_head(self.model)
+            index = torch.tensor(order, dtype=torch.long)
+            with torch.no_grad():
+                for name in CLASS_INDEXED_BUFFERS:
+                    buffer = getattr(head, name)
+                    buffer.copy_(buffer.index_select(0, index))
 
     # ----------------------------------------------------------- serialization
     def _restore_model(self) -> None:

@@ -56,6 +56,11 @@ class SpanScores:
     lengths: List[int]
 
 
+# The SpanHead buffers indexed by class on their first axis (mapped by class name when
+# weights are copied between pipelines whose labels were added in other orders).
+CLASS_INDEXED_BUFFERS = ("prev_mean", "cur_sum", "cur_count")
+
+
 class SpanHead(torch.nn.Module):
     """Torch module: span features -> unit vectors z -> vMF contrastive logits.
 
@@ -104,6 +109,7 @@ class SpanHead(torch.nn.Module):
         init = 0.9 * init / init.norm(dim=1, keepdim=True)
         # The logits use the average of the previous epoch's mean and the current
         # epoch's running mean; the second estimator restarts every epoch.
+        # (CLASS_INDEXED_BUFFERS: the state whose first axis is the class)
         self.register_buffer("prev_mean", init)
         self.register_buffer("cur_sum", torch.zeros(n_classes, projection_dim, dtype=torch.float64))
         self.register_buffer("cur_count", torch.zeros(n_classes, dtype=torch.float64))

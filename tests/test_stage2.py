@@ -22,6 +22,7 @@ from thinc.api import Adam, Config
 from conftest import REPO, TRAIN_SENTENCES, make_examples, source_config
 from spacy_maral.callbacks import (
     CHECKPOINT_MARKER,
+    copy_weights_from,
     find_checkpoint,
     freeze_word_embeddings_of,
     load_checkpoint,
@@ -673,3 +674,49 @@ def test_stage2_store_covers_every_target_sentence(data, teacher, tmp_path) -> N
     store = SoftLabelStore.load(out / "model-last" / "maral_ner" / "adaptation" / "soft_labels.npz")
     assert store.n_docs == 130
     assert store.lengths.tolist() == [len(teacher.make_doc(t)) for t in texts]
+
+
+def test_stage2_with_the_mlm_switch_on(data, pseudo_dir, tmp_path) -> None:
+    """The MLM auxiliary loss is off in configs/adapt.cfg and switched on from the command line."""
+    default = Config().from_disk(REPO / "configs" / "adapt.cfg", interpolate=False)
+    assert "maral_mlm" not in default["nlp"]["pipeline"]
+    config = write_stage2_config(data, tmp_path / "adapt.cfg", max_steps=3)
+    out = tmp_path / "out"
+    cmd = spacy_train(
+        config, out, "--paths.target", str(pseudo_dir),
+        "--nlp.pipeline", '["transformer","maral_ner","maral_mlm"]', "--paths.log", str(tmp_path / "log.jsonl"),
+        "--training.eval_frequency", "3",
+    )
+    log = run_to_end(cmd, tmp_path / "train.log")
+    records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text(encoding="utf8").splitlines()]
+    assert records and records[-1]["losses"]["maral_mlm"] > 0.0
+    assert "no masked-LM head" in log  # the tiny encoder, like multilingual-e5-small, has none
+    nlp = spacy.load(out / "model-last")
+    assert nlp.pipe_names == ["transformer", "maral_ner", "maral_mlm"]
+    assert nlp.get_pipe("maral_mlm").cfg["pretrained_head"] is False
+    assert isinstance(nlp("Angela Merkel besuchte Paris .").ents, tuple)
+
+
+def test_warm_start_copies_the_teacher_weights(trained, trained_dir, tiny_encoder, tmp_path) -> None:
+    """configure_encoder(init_from=...) starts a pipeline from a trained one's weights."""
+    from conftest import assert_same_predictions, build_nlp, predictions
+
+    texts = [t for t, _ in TRAIN_SENTENCES]
+    fresh = build_nlp(tiny_encoder)
+    # labels are added in the order the data shows them: here another order than the teacher's
+    fresh.initialize(lambda: list(reversed(make_examples(fresh))))
+    classes = fresh.get_pipe("maral_ner").classes
+    assert sorted(classes) == sorted(trained.nlp.get_pipe("maral_ner").classes)
+    assert classes != trained.nlp.get_pipe("maral_ner").classes
+    copied = copy_weights_from(fresh, trained_dir)
+    assert copied == ["transformer", "maral_ner"]
+    assert_same_predictions(predictions(fresh, texts), predictions(trained.nlp, texts))
+    make = spacy.util.registry.callbacks.get("spacy_maral.configure_encoder.v1")
+    other = build_nlp(tiny_encoder)
+    other.initialize(lambda: make_examples(other))
+    make(freeze_word_embeddings=True, init_from=str(trained_dir))(other)
+    assert_same_predictions(predictions(other, texts), predictions(trained.nlp, texts))
+    embeddings = other.get_pipe("transformer").model.transformer.get_input_embeddings().weight
+    assert embeddings.requires_grad is False  # frozen after the copy, which rebuilds the model
+    with pytest.raises(ValueError, match="not a spaCy pipeline directory"):
+        copy_weights_from(fresh, tmp_path)
