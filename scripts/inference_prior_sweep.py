@@ -12,7 +12,7 @@ import spacy
 from spacy.tokens import DocBin
 
 from spacy_maral.decoding import decode_doc
-from spacy_maral.pseudo_label import find_maral
+from spacy_maral.component import find_maral_ner
 from spacy_maral.readers import bare_copy
 from spacy_maral.spans import doc_span_slices
 
@@ -25,7 +25,7 @@ def main(argv):
         argv = argv[:i] + argv[i + 2 :]
     out, model, tests = Path(argv[0]), argv[1], dict(a.split("=", 1) for a in argv[2:])
     nlp = spacy.load(model)
-    ner = find_maral(nlp)
+    ner = find_maral_ner(nlp)
     results = {}
     for lang, path in tests.items():
         refs = list(DocBin().from_disk(path).get_docs(nlp.vocab))

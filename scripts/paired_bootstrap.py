@@ -25,9 +25,9 @@ def sentence_counts(model: str, gold_docs) -> numpy.ndarray:
     model, _, tau = model.partition("@")
     nlp = spacy.load(model)
     if tau:
-        from spacy_maral.pseudo_label import find_maral
+        from spacy_maral.component import find_maral_ner
 
-        find_maral(nlp).inference_tau = float(tau)
+        find_maral_ner(nlp).inference_tau = float(tau)
     copies = [bare_copy(d, nlp.vocab) for d in gold_docs]
     rows = []
     for pred, gold in zip(nlp.pipe(copies, batch_size=64), gold_docs):

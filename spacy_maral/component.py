@@ -614,6 +614,18 @@ class MaralNER(TrainablePipe):
         return self
 
 
+def find_maral_ner(nlp: Language) -> MaralNER:
+    """The (first) maral_ner component of a pipeline, whatever its name.
+
+    nlp (Language): the pipeline.
+    RETURNS (MaralNER): the component; a ValueError names the pipes if there is none.
+    """
+    for _, pipe in nlp.pipeline:
+        if isinstance(pipe, MaralNER):
+            return pipe
+    raise ValueError(f"the pipeline has no maral_ner component (pipes: {nlp.pipe_names})")
+
+
 def _checked_cfg(cfg: Dict[str, Any], where: object) -> Dict[str, Any]:
     """The stored cfg, if this version of spacy-maral can read it; a clear error if not.
 

@@ -1,20 +1,13 @@
 """The margins the large-margin loss is for: geometry of the learned class means."""
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import numpy
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from .component import MaralNER
+from .component import find_maral_ner
 from .model import get_span_head
 from .readers import bare_copy
-
-
-def _maral_ner(nlp: Language) -> MaralNER:
-    ner = next((pipe for _, pipe in nlp.pipeline if isinstance(pipe, MaralNER)), None)
-    if ner is None:
-        raise ValueError(f"the pipeline has no maral_ner (pipes: {nlp.pipe_names})")
-    return ner
 
 
 def _geometry(classes: Sequence[str], mu: numpy.ndarray) -> Dict[str, object]:
@@ -39,16 +32,55 @@ def _geometry(classes: Sequence[str], mu: numpy.ndarray) -> Dict[str, object]:
     }
 
 
+def labelled_span_vectors(
+    nlp: Language, docs: Sequence[Doc], batch_size: int = 64
+) -> Tuple[numpy.ndarray, numpy.ndarray, List[str]]:
+    """The span vectors z of every enumerated span of `docs`, with its gold class.
+
+    A span's class is that of the entity of doc.ents with the same boundaries, else O
+    (index 0); entities wider than max_width have no span.
+
+    nlp (Language): a pipeline with a trained maral_ner.
+    docs (Sequence[Doc]): gold-annotated docs; they are not modified (the pipeline runs
+        on bare copies).
+    batch_size (int): docs per forward pass.
+    RETURNS (Tuple[numpy.ndarray, numpy.ndarray, List[str]]): z (n_spans, d) float64,
+        class indices (n_spans,), and the class names (O first).
+    """
+    ner = find_maral_ner(nlp)
+    classes = list(ner.classes)
+    index = {label: i for i, label in enumerate(classes)}
+    copies = list(nlp.pipe([bare_copy(d, nlp.vocab) for d in docs], disable=[ner.name], batch_size=batch_size))
+    vectors: List[numpy.ndarray] = []
+    labels: List[numpy.ndarray] = []
+    for start in range(0, len(copies), batch_size):
+        batch, gold = copies[start : start + batch_size], docs[start : start + batch_size]
+        scores = ner.predict(batch)
+        z = numpy.asarray(ner.model.ops.to_numpy(scores.vectors), dtype=numpy.float64)
+        y = numpy.zeros(z.shape[0], dtype=numpy.int64)
+        rows = {tuple(int(v) for v in row): i for i, row in enumerate(scores.spans)}
+        for d, doc in enumerate(gold):
+            for ent in doc.ents:
+                i = rows.get((d, ent.start, ent.end))
+                if i is not None and ent.label_ in index:
+                    y[i] = index[ent.label_]
+        vectors.append(z)
+        labels.append(y)
+    if not vectors or not sum(len(y) for y in labels):
+        raise ValueError("labelled_span_vectors needs at least one doc with a token")
+    return numpy.concatenate(vectors), numpy.concatenate(labels), classes
+
+
 def span_class_geometry(nlp: Language, docs: Sequence[Doc], batch_size: int = 64) -> Dict[str, object]:
     """The geometry of the span vectors themselves: class means of z over gold-labelled spans.
 
-    Every enumerated span of `docs` gets its gold class (an entity of doc.ents with the
-    same boundaries, else O); the mean of the unit vectors z per class gives the
-    direction (and the mean resultant length R, the concentration) of each class as the
-    model actually places the spans. Unlike `class_mean_geometry`, this does not depend
-    on the estimator state: within the first epoch the logits' class means still average
-    in the random initial directions (METHOD.md section 2), which are nearly orthogonal
-    whatever the model learned.
+    Every enumerated span of `docs` gets its gold class (labelled_span_vectors); the
+    mean of the unit vectors z per class gives the direction (and the mean resultant
+    length R, the concentration) of each class as the model actually places the spans.
+    Unlike `class_mean_geometry`, this does not depend on the estimator state: within
+    the first epoch the logits' class means still average in the random initial
+    directions (METHOD.md section 2), which are nearly orthogonal whatever the model
+    learned.
 
     nlp (Language): a pipeline with a trained maral_ner.
     docs (Sequence[Doc]): gold-annotated docs (e.g. the source dev set).
@@ -56,29 +88,10 @@ def span_class_geometry(nlp: Language, docs: Sequence[Doc], batch_size: int = 64
     RETURNS (Dict[str, object]): as `class_mean_geometry`, plus "resultant" (R per
         class) and "spans" (spans per class); a class without spans gets a zero direction.
     """
-    ner = _maral_ner(nlp)
-    classes = list(ner.classes)
-    index = {label: i for i, label in enumerate(classes)}
-    sums: numpy.ndarray = numpy.zeros(0)
-    counts = numpy.zeros(len(classes))
-    copies = list(nlp.pipe([bare_copy(d, nlp.vocab) for d in docs], disable=[ner.name], batch_size=batch_size))
-    for start in range(0, len(copies), batch_size):
-        batch, gold = copies[start : start + batch_size], docs[start : start + batch_size]
-        scores = ner.predict(batch)
-        z = numpy.asarray(ner.model.ops.to_numpy(scores.vectors), dtype=numpy.float64)
-        if not sums.size:
-            sums = numpy.zeros((len(classes), z.shape[1]))
-        labels = numpy.zeros(z.shape[0], dtype=numpy.int64)
-        rows = {tuple(int(v) for v in row): i for i, row in enumerate(scores.spans)}
-        for d, doc in enumerate(gold):
-            for ent in doc.ents:
-                i = rows.get((d, ent.start, ent.end))
-                if i is not None and ent.label_ in index:
-                    labels[i] = index[ent.label_]
-        numpy.add.at(sums, labels, z)
-        counts += numpy.bincount(labels, minlength=len(classes))
-    if not sums.size:
-        raise ValueError("span_class_geometry needs at least one doc with a token")
+    z, labels, classes = labelled_span_vectors(nlp, docs, batch_size)
+    sums = numpy.zeros((len(classes), z.shape[1]))
+    numpy.add.at(sums, labels, z)
+    counts = numpy.bincount(labels, minlength=len(classes)).astype(numpy.float64)
     means = sums / numpy.maximum(counts, 1.0)[:, None]
     resultant = numpy.linalg.norm(means, axis=1)
     mu = means / numpy.maximum(resultant, 1e-12)[:, None]
@@ -102,8 +115,9 @@ def class_mean_geometry(nlp: Language) -> Dict[str, object]:
     look well separated before the model has learned anything: `span_class_geometry`
     measures the span vectors themselves.
     """
-    mu, kappa = get_span_head(_maral_ner(nlp).model).class_distributions()
-    geo = _geometry(_maral_ner(nlp).classes, mu.detach().cpu().numpy())
+    ner = find_maral_ner(nlp)
+    mu, kappa = get_span_head(ner.model).class_distributions()
+    geo = _geometry(ner.classes, mu.detach().cpu().numpy())
     geo["kappa"] = [round(float(k), 2) for k in kappa.detach().cpu().numpy()]
     return geo
 

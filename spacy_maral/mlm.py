@@ -24,7 +24,6 @@ BENCHMARKS.md.
 """
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-import numpy
 import srsly
 import torch
 from spacy import util

@@ -22,7 +22,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin, SpanGroup
 from tqdm import tqdm
 
-from .component import MaralNER, mask_space_spans
+from .component import MaralNER, find_maral_ner, mask_space_spans
 from .convert import read_conll
 from .decoding import decode_doc
 from .fileio import atomic_open, atomic_write_text
@@ -82,14 +82,6 @@ def iter_target_docs(path: Path, nlp: Language) -> Iterator[Doc]:
                 yield nlp.make_doc(text)
 
 
-def find_maral(nlp: Language) -> MaralNER:
-    """The teacher's maral_ner component."""
-    for _, pipe in nlp.pipeline:
-        if isinstance(pipe, MaralNER):
-            return pipe
-    raise ValueError(f"the teacher pipeline has no maral_ner component (pipes: {nlp.pipe_names})")
-
-
 def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc]) -> List[Doc]:
     """Attach soft labels to a batch of target docs (in place) and return them."""
     for doc in docs:
@@ -130,7 +122,7 @@ def pseudo_label(
     progress (bool): show a tqdm progress bar.
     RETURNS (PseudoLabelStats): counts of what was read and written.
     """
-    ner = find_maral(nlp)
+    ner = find_maral_ner(nlp)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     stats = PseudoLabelStats()

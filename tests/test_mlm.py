@@ -11,7 +11,7 @@ from spacy.tokens import Doc
 from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
-from spacy_maral.mlm import IGNORE_INDEX, MaralMLM, mask_word_pieces
+from spacy_maral.mlm import IGNORE_INDEX, mask_word_pieces
 from spacy_maral.readers import TARGET_INDEX_KEY
 
 from conftest import TRAIN_SENTENCES, build_nlp, encoder_parameters, make_examples

@@ -8,9 +8,7 @@ import numpy
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from ..component import MaralNER
-from ..margins import class_mean_geometry, span_class_geometry
-from ..readers import bare_copy
+from ..margins import labelled_span_vectors
 
 
 def _pyplot():
@@ -69,20 +67,25 @@ def plot_training_curves(logs: Dict[str, Path], output: Path) -> Optional[Path]:
     return _finish(plt, fig, (ax_loss, ax_f1), output)
 
 
-def plot_cosines(pipelines: Dict[str, Language], output: Path, docs: Optional[Sequence[Doc]] = None) -> Path:
-    """Heatmaps of the pairwise cosines of the class mean directions, one column per
-    pipeline: with `docs`, a first row of the span vectors' class means over their gold
-    spans (what the model learned), and always a row of the means the logits use."""
+def plot_cosines(geometries: Dict[str, Dict[str, Dict[str, object]]], output: Path) -> Path:
+    """Heatmaps of the pairwise cosines of class mean directions: one row per kind of
+    geometry, one column per pipeline.
+
+    geometries (Dict[str, Dict[str, Dict[str, object]]]): kind (e.g. "span vectors",
+        "logit state") -> pipeline name -> a geometry of spacy_maral.margins
+        (span_class_geometry, class_mean_geometry).
+    output (Path): the PNG to write.
+    """
     plt = _pyplot()
-    rows = []
-    if docs:
-        rows.append(("span vectors", lambda nlp: span_class_geometry(nlp, docs)))
-    rows.append(("logit state", class_mean_geometry))
-    fig, axes = plt.subplots(len(rows), len(pipelines), figsize=(4.8 * len(pipelines), 4.2 * len(rows)), squeeze=False)
+    names = list(dict.fromkeys(n for row in geometries.values() for n in row))
+    fig, axes = plt.subplots(len(geometries), len(names), figsize=(4.8 * len(names), 4.2 * len(geometries)), squeeze=False)
     im = None
-    for r, (kind, geometry) in enumerate(rows):
-        for ax, (name, nlp) in zip(axes[r], pipelines.items()):
-            geo = geometry(nlp)
+    for r, (kind, row) in enumerate(geometries.items()):
+        for ax, name in zip(axes[r], names):
+            if name not in row:
+                ax.axis("off")
+                continue
+            geo = row[name]
             # one class order for every panel: O first, then the entity labels sorted
             order = sorted(range(len(geo["classes"])), key=lambda i: (i != 0, geo["classes"][i]))
             cos = numpy.asarray(geo["cosines"])[numpy.ix_(order, order)]
@@ -102,21 +105,9 @@ def plot_cosines(pipelines: Dict[str, Language], output: Path, docs: Optional[Se
 
 def entity_vectors(nlp: Language, docs: Sequence[Doc]) -> Tuple[numpy.ndarray, List[str]]:
     """The span vectors z of the gold entities of `docs` (those within max_width)."""
-    ner = next(p for _, p in nlp.pipeline if isinstance(p, MaralNER))
-    copies = list(nlp.pipe([bare_copy(d, nlp.vocab) for d in docs], disable=[ner.name]))
-    vectors, labels = [], []
-    for start in range(0, len(copies), 64):
-        batch, gold = copies[start : start + 64], docs[start : start + 64]
-        scores = ner.predict(batch)
-        z = ner.model.ops.to_numpy(scores.vectors)
-        index = {tuple(int(v) for v in row): i for i, row in enumerate(scores.spans)}
-        for d, doc in enumerate(gold):
-            for ent in doc.ents:
-                i = index.get((d, ent.start, ent.end))
-                if i is not None:
-                    vectors.append(z[i])
-                    labels.append(ent.label_)
-    return numpy.asarray(vectors), labels
+    z, labels, classes = labelled_span_vectors(nlp, docs)
+    entity = labels > 0
+    return z[entity], [classes[i] for i in labels[entity]]
 
 
 def plot_projection(

@@ -107,6 +107,8 @@ def run_benchmark_report(
                                  "n_projection": n_projection, "systems": {}}
     loaded: Dict[str, Language] = {}
     test_docs: List[Doc] = []
+    dev_docs: List[Doc] = []
+    geometries: Dict[str, Dict[str, Dict[str, object]]] = {"span vectors": {}, "logit state": {}}
     for system in systems:
         if not system.model.exists():
             msg.warn(f"{system.name}: {system.model} does not exist; skipped")
@@ -119,8 +121,10 @@ def run_benchmark_report(
         entry = {"model": str(system.model), **_scores_row(scores), "training": system.training()}
         if any(isinstance(p, MaralNER) for _, p in nlp.pipeline):
             keys = ("min_angle_deg", "min_angle_entities_deg", "mean_cosine")
-            geo = class_mean_geometry(nlp)
-            spans = span_class_geometry(nlp, list(iter_target_docs(dev_path, nlp))[:n_projection])
+            if not dev_docs:
+                dev_docs = list(iter_target_docs(dev_path, nlp))[:n_projection]
+            geo = geometries["logit state"][system.name] = class_mean_geometry(nlp)
+            spans = geometries["span vectors"][system.name] = span_class_geometry(nlp, dev_docs)
             entry["margins"] = {**{k: geo[k] for k in keys}, "spans": {k: spans[k] for k in keys}}
         result["systems"][system.name] = entry  # type: ignore[index]
     result["other_steps"] = {k: json.loads(Path(v).read_text()) for k, v in (extra_timings or {}).items() if Path(v).exists()}
@@ -148,9 +152,8 @@ def run_benchmark_report(
         plots["training curves"] = curve.name
     maral_pair = {n: loaded[n] for n in (before, after) if n and n in loaded}
     if maral_pair:
-        any_nlp = next(iter(maral_pair.values()))
-        dev_docs = list(iter_target_docs(dev_path, any_nlp))[:n_projection]
-        plots["class-mean cosines"] = plot_cosines(maral_pair, output_dir / "class_mean_cosines.png", dev_docs).name
+        pair_geometries = {kind: {n: row[n] for n in maral_pair} for kind, row in geometries.items()}
+        plots["class-mean cosines"] = plot_cosines(pair_geometries, output_dir / "class_mean_cosines.png").name
         plots["span-vector projection"] = plot_projection(
             maral_pair, dev_docs, test_docs[:n_projection], output_dir / "span_projection.png").name
     pl = plot_pseudo_label_f1({s.name: s.run_dir / "diagnostics.jsonl" for s in systems}, output_dir / "pseudo_label_f1.png")

@@ -25,14 +25,15 @@ def pseudo_label_command(
     import spacy
     from thinc.api import require_gpu
 
-    from ..pseudo_label import find_maral, pseudo_label
+    from ..component import find_maral_ner
+    from ..pseudo_label import pseudo_label
 
     if gpu_id >= 0:
         require_gpu(gpu_id)
     try:
         nlp = spacy.load(teacher)
         if inference_tau is not None:
-            find_maral(nlp).inference_tau = inference_tau
+            find_maral_ner(nlp).inference_tau = inference_tau
         stats = pseudo_label(nlp, input_path, output_dir, batch_size=batch_size, shard_size=shard_size, limit=limit)
     except (OSError, ValueError) as err:
         typer.secho(f"pseudo-label failed: {err}", fg=typer.colors.RED, err=True)
