@@ -47,17 +47,18 @@ def main(
     fix_random_seed(0)
 
     def src_batch():
-        return [Example(Doc(nlp.vocab, words=[t.text for t in d]), d) for d in rng.choice(src_docs, batch)]
+        return [Example(Doc(nlp.vocab, words=[t.text for t in d]), d) for d in (src_docs[i] for i in rng.choice(len(src_docs), batch))]
 
     def tgt_batch():
         out = []
-        for i, d in enumerate(rng.choice(tgt_docs, batch)):
+        for i, d in enumerate(tgt_docs[j] for j in rng.choice(len(tgt_docs), batch)):
             ref = Doc(nlp.vocab, words=[t.text for t in d])
             ref.user_data[TARGET_INDEX_KEY] = i
             out.append(Example(Doc(nlp.vocab, words=[t.text for t in d]), ref))
         return out
 
-    nlp.initialize(lambda: src_batch() * 2)
+    init = [Example(Doc(nlp.vocab, words=[t.text for t in d]), d) for d in src_docs[:500]]
+    nlp.initialize(lambda: init)
     optimizer = Adam(1e-5)
     times = {"without": [], "with": []}
     for i in tqdm(range(2 * steps + 2), desc="steps"):

@@ -193,6 +193,9 @@ def make_maral_mlm(
 class MaralMLM(TrainablePipe):
     """The masked-LM auxiliary loss as a pipeline component (training only)."""
 
+    # `python -m spacy_maral export` leaves components marked so out of the package
+    training_only = True
+
     def __init__(
         self,
         vocab: Vocab,

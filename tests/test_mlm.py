@@ -193,3 +193,16 @@ def test_mlm_round_trip_and_no_effect_on_predictions(tiny_encoder, tmp_path) -> 
     without = [(e.start, e.end, e.label_) for e in loaded(text).ents]
     disabled.restore()
     assert with_mlm == without
+
+
+def test_export_leaves_maral_mlm_out(tiny_encoder, tmp_path) -> None:
+    from spacy_maral.cli.package import export_command
+
+    nlp = mlm_nlp(tiny_encoder)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    nlp.to_disk(tmp_path / "trained")
+    export_command(model=tmp_path / "trained", output_dir=tmp_path / "export", name="test_ner", version="0.0.1")
+    exported = spacy.load(tmp_path / "export")
+    assert exported.pipe_names == ["transformer", "maral_ner"]
+    assert not (tmp_path / "export" / "maral_mlm").exists()

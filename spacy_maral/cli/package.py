@@ -18,7 +18,8 @@ def export_command(
     version: str = typer.Option("0.1.0", "--version", help="meta.json version."),
 ) -> None:
     """Copy a trained pipeline for `spacy package`, without the training-only state
-    (the student's soft labels and neighbour index) and with a package name/version.
+    (the student's soft labels and neighbour index) and training-only components
+    (maral_mlm), and with a package name/version.
     """
     import spacy
 
@@ -32,6 +33,8 @@ def export_command(
     for _, pipe in nlp.pipeline:
         if hasattr(pipe, "drop_adaptation_state"):
             pipe.drop_adaptation_state()
+    for pipe_name in [n for n, pipe in nlp.pipeline if getattr(pipe, "training_only", False)]:
+        nlp.remove_pipe(pipe_name)
     nlp.meta["name"] = name
     nlp.meta["version"] = version
     nlp.meta.setdefault("description", "Cross-lingual NER (spacy-maral: large-margin vMF span classifier)")
