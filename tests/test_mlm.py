@@ -66,32 +66,52 @@ def mlm_nlp(encoder: Path, **cfg):
     return nlp
 
 
-@pytest.fixture
-def bert_with_mlm_head(tiny_encoder, tmp_path) -> Path:
-    """The tiny encoder saved as a BertForMaskedLM: a checkpoint with a (random) LM head."""
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+@pytest.fixture(params=["bert", "xlm-roberta"])
+def encoder_with_mlm_head(request, tiny_encoder, tmp_path) -> Path:
+    """A tiny masked-LM checkpoint with a (random) LM head: BERT's layout (cls.predictions)
+    or XLM-R's (lm_head), with the tiny encoder's tokenizer."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, XLMRobertaConfig, XLMRobertaForMaskedLM
 
     torch.manual_seed(5)
-    model = BertForMaskedLM(BertConfig.from_pretrained(str(tiny_encoder)))
+    bert = BertConfig.from_pretrained(str(tiny_encoder))
+    if request.param == "bert":
+        model = BertForMaskedLM(bert)
+    else:
+        config = XLMRobertaConfig(
+            vocab_size=bert.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=130, pad_token_id=0,
+        )
+        model = XLMRobertaForMaskedLM(config)
     with torch.no_grad():
-        model.cls.predictions.bias.normal_()
-    path = tmp_path / "tiny-bert-mlm"
+        model.get_output_embeddings().bias.normal_()
+    path = tmp_path / f"tiny-{request.param}-mlm"
     model.save_pretrained(str(path))
     AutoTokenizer.from_pretrained(str(tiny_encoder)).save_pretrained(str(path))
     return path
 
 
-def test_head_is_loaded_from_a_checkpoint_with_one(bert_with_mlm_head) -> None:
-    from transformers import BertForMaskedLM
+def test_head_is_loaded_from_a_checkpoint_with_one(encoder_with_mlm_head) -> None:
+    from transformers import AutoModelForMaskedLM
 
-    nlp = mlm_nlp(bert_with_mlm_head, require_pretrained_head=True)
+    nlp = mlm_nlp(encoder_with_mlm_head, require_pretrained_head=True)
     nlp.initialize(lambda: make_examples(nlp))
     mlm = nlp.get_pipe("maral_mlm")
     assert mlm.cfg["pretrained_head"] is True
-    reference = BertForMaskedLM.from_pretrained(str(bert_with_mlm_head)).cls.predictions
-    torch.testing.assert_close(mlm.head.dense.weight, reference.transform.dense.weight)
-    torch.testing.assert_close(mlm.head.layer_norm.weight, reference.transform.LayerNorm.weight)
-    torch.testing.assert_close(mlm.head.bias, reference.bias)
+    reference = AutoModelForMaskedLM.from_pretrained(str(encoder_with_mlm_head))
+    head = {k: v for k, v in reference.named_parameters() if k.startswith(("cls.", "lm_head."))}
+    dense = next(v for k, v in head.items() if k.endswith("dense.weight"))
+    norm = next(v for k, v in head.items() if k.lower().endswith(("layernorm.weight", "layer_norm.weight")))
+    torch.testing.assert_close(mlm.head.dense.weight, dense)
+    torch.testing.assert_close(mlm.head.layer_norm.weight, norm)
+    torch.testing.assert_close(mlm.head.bias, reference.get_output_embeddings().bias)
+    # the loaded head predicts as the checkpoint's own head does, on the same hidden states
+    hidden = torch.randn(3, 32)
+    embeddings = nlp.get_pipe("transformer").model.transformer.get_input_embeddings().weight
+    expected = reference.get_output_embeddings()(
+        reference.cls.predictions.transform(hidden) if hasattr(reference, "cls")
+        else reference.lm_head.layer_norm(torch.nn.functional.gelu(reference.lm_head.dense(hidden)))
+    )
+    torch.testing.assert_close(mlm.head(hidden, embeddings), expected, rtol=1e-4, atol=1e-4)
 
 
 def test_encoder_without_a_head_warns_or_raises(tiny_encoder, caplog) -> None:
