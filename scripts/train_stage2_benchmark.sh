@@ -18,11 +18,15 @@ case "$1" in
   train)
     NAME=$2 L=$3 STEPS=${4:-1000} DOCS=${5:-2000}; shift 5 || shift $#
     EPOCHS=$(( (STEPS * 8 + DOCS - 1) / DOCS ))
+    # evaluate 4 times, the last time at the last step: spaCy evaluates only at multiples of
+    # eval_frequency, so with a frequency that does not divide STEPS the final model could
+    # never be selected (session 4: 1,200 steps evaluated every 250)
+    EVAL=$(( STEPS / 4 > 0 ? STEPS / 4 : 1 ))
     exec /usr/bin/time -v -o logs/$NAME.time .venv/bin/python -m spacy train configs/adapt.cfg --output runs/$NAME \
       --paths.source corpus/en-train.spacy --paths.target "${PSEUDO:-runs/pseudo-$L}" --paths.dev corpus/en-dev.spacy \
       --paths.encoder encoders/multilingual-e5-small --paths.diagnostics runs/$NAME/diagnostics.jsonl \
       --paths.checkpoint runs/$NAME/checkpoint --corpora.train.max_target_docs "$DOCS" \
       --components.maral_ner.adaptation.n_epochs "$EPOCHS" --training.max_steps "$STEPS" \
-      --training.eval_frequency 250 --corpora.dev.limit 1000 "$@" ;;
+      --training.eval_frequency "$EVAL" --corpora.dev.limit 1000 "$@" ;;
   *) echo "usage: $0 label|train ..." >&2; exit 2 ;;
 esac
