@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy
 import spacy
 import typer
-from spacy.tokens import Doc, DocBin
+from spacy.tokens import DocBin
 from spacy.training import Example
 from thinc.api import Adam, Config, fix_random_seed
 from tqdm import tqdm
 
-from spacy_maral.readers import TARGET_INDEX_KEY
+from spacy_maral.readers import bare_copy, target_example
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,17 +47,12 @@ def main(
     fix_random_seed(0)
 
     def src_batch():
-        return [Example(Doc(nlp.vocab, words=[t.text for t in d]), d) for d in (src_docs[i] for i in rng.choice(len(src_docs), batch))]
+        return [Example(bare_copy(src_docs[i], nlp.vocab), src_docs[i]) for i in rng.choice(len(src_docs), batch)]
 
-    def tgt_batch():
-        out = []
-        for i, d in enumerate(tgt_docs[j] for j in rng.choice(len(tgt_docs), batch)):
-            ref = Doc(nlp.vocab, words=[t.text for t in d])
-            ref.user_data[TARGET_INDEX_KEY] = i
-            out.append(Example(Doc(nlp.vocab, words=[t.text for t in d]), ref))
-        return out
+    def tgt_batch():  # target examples as the stage-2 reader makes them: no entities
+        return [target_example(tgt_docs[j], i, nlp) for i, j in enumerate(rng.choice(len(tgt_docs), batch))]
 
-    init = [Example(Doc(nlp.vocab, words=[t.text for t in d]), d) for d in src_docs[:500]]
+    init = [Example(bare_copy(d, nlp.vocab), d) for d in src_docs[:500]]
     nlp.initialize(lambda: init)
     optimizer = Adam(1e-5)
     times = {"without": [], "with": []}

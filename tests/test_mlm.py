@@ -8,11 +8,10 @@ import pytest
 import spacy
 import torch
 from spacy.tokens import Doc
-from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
 from spacy_maral.mlm import IGNORE_INDEX, mask_word_pieces
-from spacy_maral.readers import TARGET_INDEX_KEY
+from spacy_maral.readers import target_example
 
 from conftest import TRAIN_SENTENCES, build_nlp, encoder_parameters, make_examples
 
@@ -135,18 +134,11 @@ def test_bad_settings_and_missing_transformer(tiny_encoder) -> None:
         bare.initialize()
 
 
-def _target_example(nlp, text: str, index: int) -> Example:
-    words = text.split()
-    ref = Doc(nlp.vocab, words=words)
-    ref.user_data[TARGET_INDEX_KEY] = index
-    return Example(Doc(nlp.vocab, words=words), ref)
-
-
 def test_target_only_masks_the_target_sentences(tiny_encoder) -> None:
     nlp = mlm_nlp(tiny_encoder, target_only=True)
     mlm = nlp.get_pipe("maral_mlm")
     source = make_examples(nlp)[:2]
-    target = [_target_example(nlp, "Paris opened an office .", 0)]
+    target = [target_example(Doc(nlp.vocab, words="Paris opened an office .".split()), 0, nlp)]
     assert [t.strip() for t in mlm.mlm_texts(source + target)] == ["Paris opened an office ."]
     mlm.target_only = False
     assert len(mlm.mlm_texts(source + target)) == 3
