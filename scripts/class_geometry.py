@@ -26,7 +26,7 @@ def main(
     for pair in models:
         name, path = pair.split("=", 1)
         nlp = spacy.load(path)
-        docs = list(iter_target_docs(docs_path, nlp))[:limit]
+        docs = list(iter_target_docs(docs_path, nlp, gold_tokens=True))[:limit]
         state = class_mean_geometry(nlp)
         spans = span_class_geometry(nlp, docs)
         result["models"][name] = {"model": path, "estimator_state": state, "span_vectors": spans}

@@ -33,7 +33,7 @@ from .util import logger
 DEFAULT_MODEL_CONFIG = """
 [model]
 @architectures = "spacy_maral.SpanNER.v1"
-max_width = 4
+max_width = 5
 hidden_width = 256
 projection_dim = 64
 width_embed_dim = 32
@@ -216,28 +216,73 @@ class MaralNER(TrainablePipe):
             )
         return self.model.predict(docs)
 
+    @property
+    def score_temperature(self) -> float:
+        """T of the reported entity scores softmax(l / T) (1.0 = uncalibrated); fitted on the
+        source dev set by `python -m spacy_maral calibrate` and stored in the cfg."""
+        return float(self.cfg.get("score_temperature", 1.0))
+
+    @score_temperature.setter
+    def score_temperature(self, value: float) -> None:
+        if not value > 0:
+            raise ValueError(f"maral_ner '{self.name}': score_temperature must be > 0, got {value}")
+        self.cfg["score_temperature"] = float(value)
+
+    def decision_logits(self, scores: SpanScores) -> numpy.ndarray:
+        """The logits of the decision rule: s(z) + inference_tau * log pi_src, (n_spans, C)."""
+        logits = self.model.ops.to_numpy(scores.logits)
+        if self.inference_tau and self.loss.log_prior is not None:
+            logits = logits + self.inference_tau * self.loss.log_prior[None, :]
+        return logits
+
     def probabilities(self, scores: SpanScores) -> numpy.ndarray:
         """Class probabilities of every span: softmax(s(z) + inference_tau * log pi_src).
 
         With inference_tau = 0 (the default, as in the paper) this is softmax of the
         vMF logits; tau > 0 adds back part of the source class prior at prediction time.
+        These drive decoding and the soft pseudo-labels; the score temperature is not
+        applied to them.
         """
-        logits = self.model.ops.to_numpy(scores.logits)
-        if self.inference_tau and self.loss.log_prior is not None:
-            logits = logits + self.inference_tau * self.loss.log_prior[None, :]
-        return _softmax(logits)
+        return _softmax(self.decision_logits(scores))
 
-    def set_annotations(self, docs: Iterable[Doc], scores: SpanScores) -> None:
-        """Write the decoded entities to doc.ents and doc.spans[spans_key]."""
-        docs = list(docs)
+    def decode(self, docs: Sequence[Doc], scores: SpanScores) -> List[List[Tuple[int, int, int, float, int]]]:
+        """The non-overlapping entities of each doc.
+
+        docs (Sequence[Doc]): the docs scored.
+        scores (SpanScores): their span scores (from predict).
+        RETURNS (List[List[Tuple[int, int, int, float, int]]]): per doc, (start, end,
+            class index, probability, row of the span in scores) of every kept entity,
+            by start. The probability is the uncalibrated one (see `entity_scores`).
+        """
         probs = self.probabilities(scores)
-        classes = self.classes
+        out = []
         for doc, sl in zip(docs, doc_span_slices(len(docs), scores.spans)):
             spans = scores.spans[sl]
             kept = decode_doc(spans[:, 1], spans[:, 2], mask_space_spans(doc, spans, probs[sl]), len(doc))
-            new_ents = [Span(doc, s, e, label=classes[c]) for s, e, c, _ in kept]
+            rows = {(int(s), int(e)): sl.start + i for i, (s, e) in enumerate(spans[:, 1:3].tolist())}
+            out.append([(s, e, c, p, rows[(s, e)]) for s, e, c, p in kept])
+        return out
+
+    def entity_scores(self, scores: SpanScores, kept: Sequence[Tuple[int, int, int, float, int]]) -> List[float]:
+        """The reported score of each kept entity: softmax(decision logits / T)[class]."""
+        if not kept:
+            return []
+        temperature = self.score_temperature
+        if temperature == 1.0:
+            return [float(p) for _, _, _, p, _ in kept]
+        rows = numpy.asarray([r for *_, r in kept], dtype=numpy.int64)
+        logits = self.decision_logits(scores)[rows] / temperature
+        probs = _softmax(logits)
+        return [float(probs[i, c]) for i, (_, _, c, _, _) in enumerate(kept)]
+
+    def set_annotations(self, docs: Iterable[Doc], scores: SpanScores) -> None:
+        """Write the decoded entities to doc.ents and doc.spans[spans_key] (with scores)."""
+        docs = list(docs)
+        classes = self.classes
+        for doc, kept in zip(docs, self.decode(docs, scores)):
+            new_ents = [Span(doc, s, e, label=classes[c]) for s, e, c, _, _ in kept]
             group = SpanGroup(doc, name=self.spans_key, spans=new_ents)
-            group.attrs["scores"] = [p for _, _, _, p in kept]
+            group.attrs["scores"] = self.entity_scores(scores, kept)
             doc.spans[self.spans_key] = group
             doc.ents = list(self.ents_filter(doc.ents, new_ents))
 
@@ -378,8 +423,13 @@ class MaralNER(TrainablePipe):
     def gold_span_labels(self, examples: Sequence[Example], scores: SpanScores) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """Class index per enumerated span from the reference entities.
 
+        A gold entity wider than max_width can't be predicted; the spans inside it are
+        neither trained as O nor as the entity: they get mask 0 (spans that cross its
+        boundary stay O).
+
         RETURNS (Tuple[numpy.ndarray, numpy.ndarray]): (n_spans,) int64 labels (0 = O)
-            and a float32 mask that is 0 for spans touching unannotated tokens.
+            and a float32 mask that is 0 for spans touching unannotated tokens and for
+            spans inside a gold entity wider than max_width.
         """
         class_ids = {label: i for i, label in enumerate(self.classes)}
         max_width = self.max_width
@@ -388,7 +438,8 @@ class MaralNER(TrainablePipe):
         for eg, sl in zip(examples, doc_span_slices(len(examples), scores.spans)):
             n = len(eg.predicted)
             grid = numpy.zeros((n + 1, max_width + 1), dtype=numpy.int64)
-            for ent in eg.get_aligned_spans_y2x(eg.reference.ents, allow_overlap=False):
+            wide = numpy.full(n + 1, -1, dtype=numpy.int64)  # token -> id of the wide entity over it
+            for k, ent in enumerate(eg.get_aligned_spans_y2x(eg.reference.ents, allow_overlap=False)):
                 if ent.label_ not in class_ids:
                     raise ValueError(
                         f"maral_ner '{self.name}': the training data has the entity label "
@@ -398,12 +449,17 @@ class MaralNER(TrainablePipe):
                 width = ent.end - ent.start
                 if width <= max_width:
                     grid[ent.start, width] = class_ids[ent.label_]
+                else:
+                    wide[ent.start : ent.end] = k
             spans = scores.spans[sl]
             labels[sl] = grid[spans[:, 1], spans[:, 2] - spans[:, 1]]
+            inside = (wide[spans[:, 1]] >= 0) & (wide[spans[:, 1]] == wide[spans[:, 2] - 1])
             missing = _missing_tokens(eg)
             if missing.any():
                 covered = numpy.concatenate([[0], numpy.cumsum(missing)])
                 mask[sl] = ((covered[spans[:, 2]] - covered[spans[:, 1]]) == 0).astype(numpy.float32)
+            if inside.any():
+                mask[sl] = numpy.where(inside, 0.0, mask[sl])
         return labels, mask
 
     def get_loss(
@@ -440,8 +496,11 @@ class MaralNER(TrainablePipe):
         validate_get_examples(get_examples, "MaralNER.initialize")
         if self.adapter is not None:
             all_examples = _full_training_corpus(nlp, get_examples)
+            every_source = getattr(all_examples, "source_examples", None)
 
             def get_examples() -> Iterable[Example]:  # the source examples only
+                if every_source is not None:  # each source sentence once, as stage 1 counts
+                    return every_source()
                 return (eg for eg in all_examples() if not is_target(eg))
 
         if labels is not None:
@@ -460,7 +519,8 @@ class MaralNER(TrainablePipe):
         if n_wide:
             logger.warning(
                 "%d of %d gold entities (%.2f%%) are wider than max_width=%d tokens: maral_ner "
-                "can never predict them; they still count as misses in evaluation.",
+                "can never predict them; the spans inside them are left out of training (neither "
+                "O nor entity), and they still count as misses in evaluation.",
                 n_wide, n_entities, 100.0 * n_wide / max(n_entities, 1), self.max_width,
             )
         self.loss.set_counts(counts)
@@ -502,7 +562,8 @@ class MaralNER(TrainablePipe):
     def count_classes(self, examples: Iterable[Example]) -> Tuple[List[float], int, int]:
         """Span counts per class over all enumerated spans, and entity width counts.
 
-        RETURNS (Tuple[List[float], int, int]): counts (O first), number of gold
+        RETURNS (Tuple[List[float], int, int]): counts (O first; spans inside an entity
+            wider than max_width are not counted: training masks them), number of gold
             entities, number of gold entities wider than max_width.
         """
         class_ids = {label: i for i, label in enumerate(self.classes)}
@@ -515,6 +576,7 @@ class MaralNER(TrainablePipe):
                 n_entities += 1
                 if len(ent) > self.max_width:
                     n_wide += 1
+                    n_fit += count_spans(len(ent), self.max_width)  # masked in training, not O
                 elif ent.label_ in class_ids:
                     counts[class_ids[ent.label_]] += 1
                     n_fit += 1
@@ -650,14 +712,24 @@ def _full_training_corpus(
 
     spaCy initializes with only the first 100 examples of a streamed corpus
     (max_epochs = -1), but the soft-label store needs every target sentence: read the
-    corpus named by [training] train_corpus again, in full.
+    corpus named by [training] train_corpus again, in full. An epoch of
+    spacy_maral.AdaptationCorpus.v1 holds only source_per_batch source sentences per
+    target group: its `source_examples` (every source sentence once) is passed on as
+    the returned function's `source_examples`, for the class prior and weights.
     """
     if nlp is None or "corpora" not in nlp.config:
         return get_examples
     config = nlp.config.interpolate()
     dot_name = config["training"].get("train_corpus", "corpora.train")
     (reader,) = util.resolve_dot_names(config, [dot_name])
-    return lambda: reader(nlp)
+
+    def read_all() -> Iterable[Example]:
+        return reader(nlp)
+
+    source_examples = getattr(reader, "source_examples", None)
+    if source_examples is not None:
+        read_all.source_examples = lambda: source_examples(nlp)  # type: ignore[attr-defined]
+    return read_all
 
 
 def mask_space_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> numpy.ndarray:

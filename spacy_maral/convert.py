@@ -1,8 +1,9 @@
 """Convert CoNLL-style NER token files into spaCy Docs and `.spacy` DocBins.
 
 One Doc per sentence, built on the file's own (gold) tokens: `Doc(vocab, words=...,
-spaces=...)` with a space after every token but the last, and the entities in `doc.ents`
-(every other token explicitly outside, "O").
+spaces=...)` with the spacing of ordinary prose (spacy_maral.detokenize: no space before
+closing punctuation or after an opening bracket), so `doc.text` is the raw sentence, and
+the entities in `doc.ents` (every other token explicitly outside, "O").
 
 Formats (`fmt`):
     conll       two or more columns separated by spaces or tabs, the tag in the LAST
@@ -41,6 +42,8 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 from spacy.tokens import Doc, DocBin, Span
 from spacy.util import get_lang_class
 from spacy.vocab import Vocab, create_vocab
+
+from .detokenize import detokenized_spaces
 
 __all__ = [
     "FORMATS",
@@ -569,13 +572,15 @@ class _SpanDecoder:
 def _make_doc(vocab: Vocab, words: List[str], spans: List[Tuple[int, int, str]]) -> Doc:
     """A sentence Doc on gold tokens with its entities; other tokens are outside ("O").
 
+    The spaces between tokens are those of ordinary prose (spacy_maral.detokenize), so
+    doc.text is the raw sentence a user would type and the pipeline's own tokenizer can
+    be trained and evaluated on it.
+
     vocab: the shared vocabulary.
     words: the tokens.
     spans: (start, end, label) token spans.
     """
-    spaces = [True] * len(words)
-    spaces[-1] = False
-    doc = Doc(vocab, words=words, spaces=spaces)
+    doc = Doc(vocab, words=words, spaces=detokenized_spaces(words))
     entities = [Span(doc, start, end, label=label) for start, end, label in spans]
     doc.set_ents(entities, default="outside")
     return doc

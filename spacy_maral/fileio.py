@@ -70,3 +70,23 @@ def replace_dir(path: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def remove_stale_temporaries(directory: Path, pattern: str = "*") -> int:
+    """Delete the temporary files that atomic_open left in `directory` when its process
+    was killed mid-write (".NAME.XXXXXX.tmp" for a NAME matching `pattern`).
+
+    Call it at the start of a run that owns `directory` (no other process writing there).
+    directory (Path): the folder.
+    pattern (str): glob of the final file names whose temporaries to remove.
+    RETURNS (int): how many were removed.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return 0
+    removed = 0
+    for tmp in directory.glob(f".{pattern}.*.tmp"):
+        if tmp.is_file():
+            tmp.unlink()
+            removed += 1
+    return removed

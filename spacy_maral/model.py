@@ -213,7 +213,7 @@ def _first_subword_forward(model: Model, Xr: Ragged, is_train: bool) -> Tuple[Fl
 @registry.architectures("spacy_maral.SpanNER.v1")
 def build_span_ner(
     tok2vec: Model[List[Doc], List[Floats2d]],
-    max_width: int = 4,
+    max_width: int = 5,
     hidden_width: int = 256,
     projection_dim: int = 64,
     width_embed_dim: int = 32,

@@ -9,26 +9,30 @@ doc.spans["maral_diagnostic_gold"] (for diagnostics only) and doc.ents is cleare
 Output: a directory of DocBin shards `shard-00000.spacy`, ... of `shard_size` sentences,
 each written atomically. Memory stays constant in the corpus size, and a run that is
 killed keeps its finished shards: started again, it skips them.
+
+A shard is labelled in batches of similar length (spacy_maral.batching: less padding)
+and written in the corpus order. The work on a shard depends on that shard alone, and
+every engine (this process, or Ray actors: spacy_maral.ray_engine) runs the same
+`label_shard_bytes` on the same shard bytes, so their shards are bit-identical.
 """
 import json
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List
+from typing import Any, Dict, Iterable, Iterator, List, Optional
 
 import numpy
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin, SpanGroup
 from tqdm import tqdm
 
-from .component import MaralNER, find_maral_ner, mask_space_spans
+from .batching import length_sorted_batches
+from .component import MaralNER, find_maral_ner
 from .convert import read_conll
-from .decoding import decode_doc
-from .fileio import atomic_open, atomic_write_text
+from .fileio import atomic_open, atomic_write_text, remove_stale_temporaries
 from .readers import bare_copy, docbin_paths
 from .soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
-from .spans import doc_span_slices
 
 
 @dataclass
@@ -53,16 +57,24 @@ class PseudoLabelStats:
 CONLL_SUFFIXES = (".conll", ".conllu", ".iob", ".iob2", ".bio", ".bioes", ".tsv")
 
 
-def iter_target_docs(path: Path, nlp: Language) -> Iterator[Doc]:
+def iter_target_docs(path: Path, nlp: Language, gold_tokens: bool = False) -> Iterator[Doc]:
     """Target sentences from a .spacy file/directory, a CoNLL-style file, or plain text.
 
     path (Path): a `.spacy` file or a directory of them; a file ending in one of
         CONLL_SUFFIXES (read with the converter: its tags, if any, stay on the Docs and
         are moved aside for diagnostics by the labeller); any other file is plain text,
-        one sentence a line, tokenized with the teacher's tokenizer (empty lines skipped).
+        one sentence a line (empty lines skipped).
     nlp (Language): the teacher, whose vocab and tokenizer the Docs use.
+    gold_tokens (bool): keep the tokens of a .spacy or CoNLL corpus; by default their
+        raw text (doc.text) is tokenized with the teacher's tokenizer, as a user's text
+        would be, and any tags are carried over by character offsets (a tag whose
+        boundary falls inside a token is dropped: diagnostics only).
     """
-    path = Path(path)
+    for doc in _read_target_docs(Path(path), nlp):
+        yield doc if gold_tokens else retokenized(doc, nlp)
+
+
+def _read_target_docs(path: Path, nlp: Language) -> Iterator[Doc]:
     if path.is_dir() or path.suffix == ".spacy":
         for file in docbin_paths(path):
             yield from DocBin().from_disk(file).get_docs(nlp.vocab)
@@ -82,6 +94,23 @@ def iter_target_docs(path: Path, nlp: Language) -> Iterator[Doc]:
                 yield nlp.make_doc(text)
 
 
+def retokenized(doc: Doc, nlp: Language) -> Doc:
+    """`doc`'s text tokenized by nlp's tokenizer, with its entities moved by character
+    offsets (those whose boundaries fall inside a new token are dropped).
+
+    doc (Doc): a sentence, e.g. on a corpus's gold tokens.
+    nlp (Language): the pipeline whose tokenizer to use.
+    RETURNS (Doc): the new doc (`doc` itself when the tokens are already the same).
+    """
+    new = nlp.make_doc(doc.text)
+    if [t.text for t in new] == [t.text for t in doc]:
+        return doc
+    if doc.ents:
+        spans = [new.char_span(e.start_char, e.end_char, label=e.label_, alignment_mode="strict") for e in doc.ents]
+        new.set_ents([s for s in spans if s is not None], default="outside")
+    return new
+
+
 def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc]) -> List[Doc]:
     """Attach soft labels to a batch of target docs (in place) and return them."""
     for doc in docs:
@@ -94,12 +123,48 @@ def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc]) -> List[Doc]:
         return docs
     scores = ner.predict(predicted)
     probs = ner.probabilities(scores)
-    for doc, sl in zip(runnable, doc_span_slices(len(predicted), scores.spans)):
-        spans = scores.spans[sl]
-        kept = decode_doc(spans[:, 1], spans[:, 2], mask_space_spans(doc, spans, probs[sl]), len(doc))
-        rows = [sl.start + int(numpy.flatnonzero((spans[:, 1] == s) & (spans[:, 2] == e))[0]) for s, e, _, _ in kept]
-        attach_soft_labels(doc, [(s, e) for s, e, _, _ in kept], probs[rows] if rows else numpy.zeros((0, len(ner.classes))), ner.classes)
+    for doc, kept in zip(runnable, ner.decode(predicted, scores)):
+        rows = [r for *_, r in kept]
+        attach_soft_labels(doc, [(s, e) for s, e, *_ in kept], probs[rows] if rows else numpy.zeros((0, len(ner.classes))), ner.classes)
     return docs
+
+
+def label_shard(nlp: Language, ner: MaralNER, docs: List[Doc], batch_size: int) -> List[Doc]:
+    """Label one shard's docs (in place) in length-sorted batches; return them in order.
+
+    nlp (Language): the teacher.
+    ner (MaralNER): its maral_ner component.
+    docs (List[Doc]): the shard's target sentences, in corpus order.
+    batch_size (int): sentences per teacher batch.
+    """
+    for batch in length_sorted_batches(docs, batch_size):
+        label_batch(nlp, ner, batch)
+    return docs
+
+
+def shard_bytes(docs: Iterable[Doc]) -> bytes:
+    """The DocBin bytes of a shard (user data and span groups kept)."""
+    out = DocBin(store_user_data=True)
+    for doc in docs:
+        out.add(doc)
+    return out.to_bytes()
+
+
+def label_shard_bytes(nlp: Language, payload: bytes, batch_size: int = 32) -> Dict[str, Any]:
+    """The pseudo_label task of a worker: label a shard given as DocBin bytes.
+
+    nlp (Language): the teacher.
+    payload (bytes): the shard's target sentences (shard_bytes of the unlabelled docs).
+    batch_size (int): sentences per teacher batch.
+    RETURNS (Dict[str, Any]): "shard" (the labelled shard's bytes, as written to disk),
+        "sentences", "entities" (per label) and "diagnostic_gold" (counts).
+    """
+    docs = list(DocBin().from_bytes(payload).get_docs(nlp.vocab))
+    label_shard(nlp, find_maral_ner(nlp), docs, batch_size)
+    stats = PseudoLabelStats()
+    for doc in docs:
+        _count(doc, stats)
+    return {"shard": shard_bytes(docs), "sentences": len(docs), "entities": dict(stats.entities), "diagnostic_gold": stats.diagnostic_gold}
 
 
 def pseudo_label(
@@ -110,51 +175,71 @@ def pseudo_label(
     shard_size: int = 1000,
     limit: int = 0,
     progress: bool = True,
+    gold_tokens: bool = False,
+    engine: Optional[Any] = None,
 ) -> PseudoLabelStats:
     """Label a target corpus with a teacher pipeline, shard by shard.
 
-    nlp (Language): the teacher pipeline (transformer + maral_ner).
+    nlp (Language): the teacher pipeline (transformer + maral_ner); it reads the corpus
+        (its vocab and tokenizer) and, without `engine`, labels it.
     input_path (Path): target corpus: .spacy file or directory, or a text file.
     output_dir (Path): directory for the shards and summary.json.
     batch_size (int): sentences per teacher batch.
     shard_size (int): sentences per output shard.
     limit (int): stop after this many sentences (0 = all).
     progress (bool): show a tqdm progress bar.
+    gold_tokens (bool): keep the tokens of a .spacy or CoNLL corpus (iter_target_docs).
+    engine (Optional[Any]): an entered engine whose workers load the same teacher
+        (spacy_maral.engines.make_engine, e.g. Ray actors); None: this process, with `nlp`.
     RETURNS (PseudoLabelStats): counts of what was read and written.
     """
+    from .engines import InProcessEngine, WorkerSpec
+
     ner = find_maral_ner(nlp)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(output_dir, "shard-*.spacy")  # left by a run killed mid-write
     stats = PseudoLabelStats()
-    docs: Iterable[Doc] = iter_target_docs(input_path, nlp)
+    docs: Iterable[Doc] = iter_target_docs(input_path, nlp, gold_tokens=gold_tokens)
     if limit > 0:
         docs = islice(docs, limit)
     bar = tqdm(desc="pseudo-labelling", unit="sent", disable=not progress)
-    shard_no = 0
     docs = iter(docs)
-    while True:
-        chunk = list(islice(docs, shard_size))
-        if not chunk:
-            break
-        path = output_dir / f"shard-{shard_no:05d}.spacy"
-        if _complete_shard(path, len(chunk)):
-            stats.shards_kept += 1
-            stats.skipped_sentences += len(chunk)
-            for doc in DocBin().from_disk(path).get_docs(nlp.vocab):
-                _count(doc, stats)
-        else:
-            out = DocBin(store_user_data=True)
-            for start in range(0, len(chunk), batch_size):
-                for doc in label_batch(nlp, ner, chunk[start : start + batch_size]):
-                    out.add(doc)
+
+    def pending() -> Iterator[tuple]:
+        shard_no = 0
+        while True:
+            chunk = list(islice(docs, shard_size))
+            if not chunk:
+                return
+            path = output_dir / f"shard-{shard_no:05d}.spacy"
+            if _complete_shard(path, len(chunk)):
+                stats.shards_kept += 1
+                stats.skipped_sentences += len(chunk)
+                for doc in DocBin().from_disk(path).get_docs(nlp.vocab):
                     _count(doc, stats)
+                stats.sentences += len(chunk)
+                bar.update(len(chunk))
+            else:
+                yield path, shard_bytes(chunk)
+            shard_no += 1
+
+    local = engine is None
+    if local:
+        engine = InProcessEngine(WorkerSpec(model=str(nlp.meta.get("name", "teacher"))), nlp=nlp).__enter__()
+    try:
+        for path, result in engine.map("pseudo_label", pending(), batch_size=batch_size):
             with atomic_open(path, "wb") as f:
-                f.write(out.to_bytes())
+                f.write(result["shard"])
             stats.shards_written += 1
-        stats.sentences += len(chunk)
-        bar.update(len(chunk))
-        shard_no += 1
-    bar.close()
+            stats.sentences += result["sentences"]
+            stats.entities.update(result["entities"])
+            stats.diagnostic_gold += result["diagnostic_gold"]
+            bar.update(result["sentences"])
+    finally:
+        if local:
+            engine.__exit__(None, None, None)
+        bar.close()
     if stats.sentences == 0:
         raise ValueError(f"the target corpus {input_path} has no sentences")
     atomic_write_text(output_dir / "summary.json", json.dumps({"classes": list(ner.classes), **stats.to_dict()}, indent=2))

@@ -9,7 +9,7 @@ order; every group of `target_per_batch` target sentences is preceded by
 target_per_batch, each training step sees one source batch and one target batch.
 """
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, List, Tuple, Union
+from typing import Callable, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy
 from spacy.language import Language
@@ -18,6 +18,7 @@ from spacy.training import Example
 from spacy.vocab import Vocab
 
 from .soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, TARGET_INDEX_KEY
+from .tokenizer import language_tokenizer
 from .util import registry
 
 
@@ -97,6 +98,8 @@ def create_adaptation_corpus(
     target_per_batch: int = 8,
     max_target_docs: int = 0,
     seed: int = 0,
+    gold_preproc: bool = True,
+    source_lang: Optional[str] = None,
 ) -> Callable[[Language], Iterable[Example]]:
     """Reader of source gold + pseudo-labelled target examples for stage 2.
 
@@ -108,12 +111,25 @@ def create_adaptation_corpus(
     max_target_docs (int): use a seeded random subset of this many target sentences
         (0 = all); scales an epoch to a CPU budget without removing any part of the method.
     seed (int): random seed of the order and the subset.
+    gold_preproc (bool): train on the source corpus's own tokens (True), or on the
+        tokenization of its raw text (False, as spaCy's Corpus does), the gold entities
+        projected by spaCy's alignment. Target sentences keep the tokens the teacher gave
+        them when it pseudo-labelled the raw text.
+    source_lang (Optional[str]): with gold_preproc false, tokenize the source text with
+        this language's rules (spacy_maral.tokenizer.v1; e.g. "en", as the teacher was
+        trained); None = the pipeline's own tokenizer.
     """
     if source_per_batch < 1 or target_per_batch < 1:
         raise ValueError("source_per_batch and target_per_batch must be >= 1")
     state = {"epoch": 0}
 
+    def source_tokenizer(nlp: Language) -> Optional[Callable[[str], Doc]]:
+        if gold_preproc:
+            return None
+        return language_tokenizer(nlp, source_lang) if source_lang else nlp.make_doc
+
     def read(nlp: Language) -> Iterator[Example]:
+        tokenize = source_tokenizer(nlp)
         source_docs = list(read_docs(source, nlp))
         target_docs = list(read_docs(target, nlp))
         if not source_docs:
@@ -128,18 +144,34 @@ def create_adaptation_corpus(
         cursor = 0
         for start in range(0, target_order.shape[0], target_per_batch):
             for _ in range(source_per_batch):
-                yield _copy_example(source_docs[source_order[cursor % len(source_docs)]], nlp)
+                yield source_example(source_docs[source_order[cursor % len(source_docs)]], nlp, tokenize)
                 cursor += 1
             for j in target_order[start : start + target_per_batch]:
                 k = int(j)  # position in the subset = the store's sentence index
                 yield target_example(target_docs[int(subset[k])], k, nlp)
 
+    def source_examples(nlp: Language) -> Iterator[Example]:
+        """Every sentence of the source corpus once, in corpus order, tokenized as in
+        training: what the class prior and class weights are counted over (an epoch of
+        `read` holds only source_per_batch source sentences per target group)."""
+        tokenize = source_tokenizer(nlp)
+        for doc in read_docs(source, nlp):
+            yield source_example(doc, nlp, tokenize)
+
+    read.source_examples = source_examples  # type: ignore[attr-defined]
     return read
 
 
-def _copy_example(doc: Doc, nlp: Language) -> Example:
-    """A source example: gold tokens, the gold doc as reference."""
-    return Example(bare_copy(doc, nlp.vocab), doc)
+def source_example(doc: Doc, nlp: Language, tokenize: Optional[Callable[[str], Doc]] = None) -> Example:
+    """A source example with the gold doc as reference.
+
+    doc (Doc): the gold source sentence.
+    nlp (Language): the pipeline (its vocab).
+    tokenize (Optional[Callable[[str], Doc]]): tokenizer of the raw text; None = the
+        gold tokens (gold_preproc).
+    """
+    predicted = bare_copy(doc, nlp.vocab) if tokenize is None else tokenize(doc.text)
+    return Example(predicted, doc)
 
 
 def bare_copy(doc: Doc, vocab: Vocab) -> Doc:

@@ -48,6 +48,27 @@ def format_table(results: Dict[str, Dict[str, object]]) -> str:
     return table(rows, header=header, divider=True, aligns=["l"] + ["r"] * (len(header) - 1)).strip("\n")
 
 
+def format_quality_table(results: Dict[str, Dict[str, object]]) -> str:
+    """A text table of raw-text results: unreachable gold entities (boundary inside a
+    token / wider than max_width), the recall ceiling, and the calibration of the scores."""
+    header = ["system", "gold ents", "misaligned", "too wide", "recall ceiling", "ECE", "P@>=0.5 (n)", "P@>=0.9 (n)"]
+    rows = []
+    for name, r in results.items():
+        u = r.get("unreachable") or {}
+        c = r.get("calibration") or {}
+
+        def at(t: float) -> str:
+            p = c.get(f"precision_at_{t}")
+            return "-" if p is None else f"{100 * p:.2f} ({c.get(f'count_at_{t}')})"
+
+        rows.append([
+            name, u.get("entities", "-"), u.get("misaligned", "-"), u.get("too_wide", "-"),
+            f"{100 * u['recall_ceiling']:.2f}" if "recall_ceiling" in u else "-",
+            f"{c['ece']:.4f}" if c.get("ece") is not None else "-", at(0.5), at(0.9),
+        ])
+    return table(rows, header=header, divider=True, aligns=["l"] + ["r"] * (len(header) - 1)).strip("\n")
+
+
 def maral_spans_key(nlp: Language) -> Optional[str]:
     """The SpanGroup key of the pipeline's maral_ner (None if it has none)."""
     return next((p.spans_key for _, p in nlp.pipeline if hasattr(p, "spans_key")), None)

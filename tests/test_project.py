@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy
 import pytest
 import spacy
 from spacy.language import Language
-from spacy.tokens import Doc, Span, SpanGroup
+from spacy.tokens import Doc, DocBin, Span, SpanGroup
+from spacy.training import Example
 
 from conftest import REPO
 from spacy_maral.report import format_table, render_predictions, write_predictions_page
@@ -40,6 +42,89 @@ def copy_project(root: Path) -> None:
     shutil.copytree(REPO / "project" / "sample", root / "project" / "sample")
 
 
+# project/sample/de/test.conll: 200 sentences, 348 entities (348 B- tags, IOB2)
+SAMPLE_DE_TEST_SENTENCES = 200
+SAMPLE_DE_TEST_ENTITIES = 348
+
+
+def gold_examples(nlp: Language, path: Path) -> list:
+    """The gold docs of a .spacy corpus as Examples on their own tokens (no tokenizer)."""
+    docs = list(DocBin().from_disk(path).get_docs(nlp.vocab))
+    return [Example(Doc(nlp.vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d]), d) for d in docs]
+
+
+def min_angle_deg(directions: numpy.ndarray) -> float:
+    """Smallest angle (degrees) between two of the given directions (rows, any norm;
+    a zero row has cosine 0 with everything)."""
+    norms = numpy.linalg.norm(directions, axis=1)
+    unit = directions / numpy.maximum(norms, 1e-12)[:, None]
+    cos = unit @ unit.T
+    n = cos.shape[0]
+    largest = max(float(cos[i, j]) for i in range(n) for j in range(n) if i != j)
+    return float(numpy.degrees(numpy.arccos(min(max(largest, -1.0), 1.0))))
+
+
+def logit_class_means(nlp: Language) -> numpy.ndarray:
+    """The class means the logits use, from the saved estimator buffers: the average of
+    the previous epoch's mean and the running mean for a class seen this epoch, the
+    previous mean alone otherwise (METHOD.md section 2)."""
+    from spacy_maral.component import find_maral_ner
+    from spacy_maral.model import get_span_head
+
+    head = get_span_head(find_maral_ner(nlp).model)
+    prev, total, count = (head.prev_mean.double().numpy(), head.cur_sum.double().numpy(), head.cur_count.double().numpy())
+    current = total / numpy.maximum(count, 1.0)[:, None]
+    return numpy.where((count > 0)[:, None], 0.5 * (prev + current), prev)
+
+
+def gold_span_means(nlp: Language, examples: list) -> numpy.ndarray:
+    """Per class, the mean span vector z of the gold spans of `examples` (every other
+    enumerated span is O; a class without spans gets a zero row)."""
+    from spacy_maral.component import find_maral_ner
+
+    ner = find_maral_ner(nlp)
+    z_blocks, label_blocks = [], []
+    for start in range(0, len(examples), 64):
+        batch = examples[start : start + 64]
+        docs = list(nlp.pipe([eg.predicted for eg in batch], disable=[ner.name], batch_size=64))
+        scores = ner.predict(docs)
+        z_blocks.append(numpy.asarray(ner.model.ops.to_numpy(scores.vectors), dtype=numpy.float64))
+        gold = [{(e.start, e.end): ner.classes.index(e.label_) for e in eg.reference.ents if len(e) <= ner.max_width} for eg in batch]
+        label_blocks.append(numpy.asarray([gold[int(d)].get((int(s), int(e)), 0) for d, s, e in scores.spans]))
+    z, labels = numpy.concatenate(z_blocks), numpy.concatenate(label_blocks)
+    return numpy.stack([z[labels == c].mean(axis=0) if (labels == c).any() else numpy.zeros(z.shape[1]) for c in range(len(ner.classes))])
+
+
+def check_evaluate_metrics(project: Path) -> None:
+    """metrics/de-test.json (`spacy_maral evaluate` of the teacher and the student) holds
+    what nlp.evaluate gives the saved pipelines on corpus/de-test.spacy, and raw-text
+    P/R/F1 consistent with its counts over every gold entity."""
+    metrics = json.loads((project / "metrics/de-test.json").read_text())
+    models = {"zero-shot": "training/teacher/model-best", "maral": "training/adapt-de/model-best"}
+    assert set(metrics["results"]) == set(models)
+    for name, model in models.items():
+        scores = metrics["results"][name]
+        # the gold-token numbers are what nlp.evaluate gives the saved pipeline on the test set
+        nlp = spacy.load(project / model)
+        examples = gold_examples(nlp, project / "corpus/de-test.spacy")
+        assert len(examples) == SAMPLE_DE_TEST_SENTENCES
+        assert sum(len(eg.reference.ents) for eg in examples) == SAMPLE_DE_TEST_ENTITIES
+        expected = nlp.evaluate(examples, batch_size=64)
+        for key in ("ents_p", "ents_r", "ents_f"):
+            assert scores[key] == pytest.approx(expected[key], abs=1e-9), (name, key)
+        assert set(scores["ents_per_type"]) == set(expected["ents_per_type"])
+        for label, prf in expected["ents_per_type"].items():
+            assert scores["ents_per_type"][label] == pytest.approx(prf, abs=1e-9), (name, label)
+        # the raw-text numbers: every gold entity counted once, P/R/F1 from the counts
+        raw = scores["raw_text"]
+        tp, fp, fn = raw["tp"], raw["fp"], raw["fn"]
+        assert tp + fn == SAMPLE_DE_TEST_ENTITIES
+        p = tp / (tp + fp) if tp + fp else 0.0
+        r = tp / (tp + fn)
+        assert raw["ents_p"] == pytest.approx(p, abs=1e-9) and raw["ents_r"] == pytest.approx(r, abs=1e-9)
+        assert raw["ents_f"] == pytest.approx(2 * p * r / (p + r) if p + r else 0.0, abs=1e-9)
+
+
 @pytest.fixture(scope="module")
 def project_run_all(tiny_encoder, tmp_path_factory):
     """Run the workflow `all` in a copy of project/ on the tiny encoder and tiny budgets,
@@ -66,10 +151,7 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
         "metrics/de-test.json", "metrics/de-predictions.html",
     ]:
         assert (project / path).exists(), path
-    metrics = json.loads((project / "metrics/de-test.json").read_text())
-    assert set(metrics["results"]) == {"zero-shot", "maral"}
-    for scores in metrics["results"].values():
-        assert 0.0 <= scores["ents_f"] <= 1.0
+    check_evaluate_metrics(project)
     summary = json.loads((project / "corpus/de-pseudo/summary.json").read_text())
     assert summary["sentences"] == 400  # sample/de/train.txt, one sentence a line
     dist = project / "packages" / "xx_maral_ner-0.1.0" / "dist"
@@ -97,7 +179,7 @@ def test_installed_wheel_loads_from_any_directory(project_run_all, tmp_path) -> 
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["file"].startswith(str(venv_python.parent.parent)), result["file"]
     assert result["pipes"] == ["transformer", "maral_ner"]
-    assert all(0.0 <= s <= 1.0 for s in result["scores"])
+    assert len(result["scores"]) == len(result["ents"])  # one score per predicted entity
     nlp = spacy.load(project / "training/adapt-de/model-best")
     doc = nlp("Die Polizei in Hamburg nahm Laura Schmidt am Freitag fest .")
     assert [list(e) for e in result["ents"]] == [[e.start, e.end, e.label_] for e in doc.ents]
@@ -186,19 +268,29 @@ def test_benchmark_quick_mode_writes_report_json_and_plots(benchmark_run) -> Non
     result = json.loads((benchmark_run / "benchmark.json").read_text())
     names = ["ner", "zero-shot", "maral", "no-reweight", "no-anchors", "self-training"]
     assert list(result["systems"]) == names
+    project = benchmark_run.parent.parent
     for name in names:
         entry = result["systems"][name]
-        assert 0.0 <= entry["f"] <= 100.0
+        # P/R/F1 (percent, 2 decimals) are what nlp.evaluate gives the saved pipeline on the test set
+        nlp = spacy.load(project / entry["model"])
+        examples = gold_examples(nlp, project / result["test"])
+        assert sum(len(eg.reference.ents) for eg in examples) == SAMPLE_DE_TEST_ENTITIES
+        expected = nlp.evaluate(examples, batch_size=64)
+        for key in ("p", "r", "f"):
+            assert entry[key] == pytest.approx(100 * float(expected[f"ents_{key}"] or 0.0), abs=0.0051), (name, key)
         assert entry["training"]["wall_s"] > 0 and entry["training"]["peak_rss_gb"] > 0
         assert entry["training"]["steps"] in (8, 6)
     assert result["speed"]["sentences"] == 40
     assert {"ner", "maral", "transformer alone"} <= set(result["speed"])
     assert result["speed"]["maral_over_ner"] > 0
     assert "pseudo-label" in result["other_steps"]
-    for name in names[1:]:  # every maral system: both geometries, angles in range
+    for name in names[1:]:  # every maral system: both geometries, recomputed from the saved model
         margins = result["systems"][name]["margins"]
-        assert 0.0 <= margins["min_angle_deg"] <= 180.0
-        assert 0.0 <= margins["spans"]["min_angle_deg"] <= 180.0
+        nlp = spacy.load(project / result["systems"][name]["model"])
+        assert margins["min_angle_deg"] == pytest.approx(min_angle_deg(logit_class_means(nlp)), abs=0.011)
+        # the span vectors of the source dev set's first n_projection sentences
+        dev = gold_examples(nlp, project / "corpus" / "en-dev.spacy")[: result["n_projection"]]
+        assert margins["spans"]["min_angle_deg"] == pytest.approx(min_angle_deg(gold_span_means(nlp, dev)), abs=0.011)
     assert "margins" not in result["systems"]["ner"]
     page = (benchmark_run / "BENCHMARKS.md").read_text()
     for name in names:

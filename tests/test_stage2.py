@@ -720,3 +720,246 @@ def test_warm_start_copies_the_teacher_weights(trained, trained_dir, tiny_encode
     assert embeddings.requires_grad is False  # frozen after the copy, which rebuilds the model
     with pytest.raises(ValueError, match="not a spaCy pipeline directory"):
         copy_weights_from(fresh, tmp_path)
+
+
+# ------------------------------------------------------- stage 2 in one process
+# Source sentences of known shapes, so that every class count can be written down by
+# hand: cycling through them, 40 sentences are 20 of shape A (5 tokens; PER, LOC),
+# 10 of shape B (8 tokens; ORG, LOC) and 10 of shape C (6 tokens; MISC).
+SOURCE_SHAPES: List[Tuple[str, List[Tuple[int, int, str]]]] = [
+    ("Anna Berg visited Rome .", [(0, 2, "PER"), (3, 4, "LOC")]),
+    ("Siemens opened an office in Berlin today .", [(0, 1, "ORG"), (5, 6, "LOC")]),
+    ("Anna Berg visited Rome .", [(0, 2, "PER"), (3, 4, "LOC")]),
+    ("The Olympic Games start soon .", [(1, 3, "MISC")]),
+]
+# Pseudo-labelled target sentences: (text, kept spans with the teacher's probabilities
+# over STUDENT_TEACHER_CLASSES, the tags a tagged corpus carries for diagnostics).
+STUDENT_TEACHER_CLASSES = ("O", "PER", "LOC")
+STUDENT_TARGET = [
+    ("Anna Berg besuchte Rom .", [((0, 2), [0.2, 0.7, 0.1]), ((3, 4), [0.3, 0.1, 0.6])], [(0, 2, "PER"), (3, 4, "LOC")]),
+    ("Siemens baut in Berlin .", [((3, 4), [0.4, 0.1, 0.5])], [(0, 1, "ORG"), (3, 4, "LOC")]),
+    ("Es regnet .", [], []),
+    ("Die Spiele beginnen bald in Rom .", [((5, 6), [0.1, 0.2, 0.7])], [(5, 6, "LOC")]),
+]
+
+
+def write_student_corpora(directory: Path, n_source: int, diagnostic_tags: bool = True) -> Tuple[Path, Path]:
+    """A source corpus of `n_source` sentences (SOURCE_SHAPES, cycled) and the
+    pseudo-labelled STUDENT_TARGET corpus, with or without diagnostic tags."""
+    directory.mkdir(parents=True, exist_ok=True)
+    nlp = spacy.blank("xx")
+    sources = [tagged_doc(nlp, *SOURCE_SHAPES[i % len(SOURCE_SHAPES)]) for i in range(n_source)]
+    targets = []
+    for text, kept, tags in STUDENT_TARGET:
+        doc = Doc(nlp.vocab, words=text.split())
+        probs = numpy.asarray([p for _, p in kept], dtype=numpy.float64).reshape(len(kept), len(STUDENT_TEACHER_CLASSES))
+        attach_soft_labels(doc, [s for s, _ in kept], probs, STUDENT_TEACHER_CLASSES)
+        if diagnostic_tags:
+            doc.spans[DIAGNOSTIC_GOLD_KEY] = SpanGroup(
+                doc, name=DIAGNOSTIC_GOLD_KEY, spans=[Span(doc, s, e, label=label) for s, e, label in tags]
+            )
+        targets.append(doc)
+    return write_docbin(directory / "source.spacy", sources), write_docbin(directory / "target.spacy", targets)
+
+
+def student_nlp(encoder: Path, source: Path, target: Path, corpus: Dict[str, object], adaptation: Dict[str, object] = None):
+    """configs/adapt.cfg on the tiny encoder, built and initialized in this process
+    (as `spacy train` does: nlp.initialize on the [training] train_corpus reader).
+    RETURNS: the pipeline and its train corpus reader."""
+    from spacy.util import resolve_dot_names
+
+    config = Config().from_disk(REPO / "configs" / "adapt.cfg", interpolate=False)
+    config["paths"].update({"source": str(source), "target": str(target), "dev": str(source), "encoder": str(encoder)})
+    config["components"]["transformer"]["model"]["get_spans"].update({"window": 32, "stride": 24})
+    config["components"]["maral_ner"]["model"].update({"hidden_width": 32, "projection_dim": 16})
+    config["components"]["maral_ner"]["adaptation"].update({"knn_k": 5, "n_epochs": 4, **(adaptation or {})})
+    config["corpora"]["train"].update(corpus)
+    config = config.interpolate()
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    (train_corpus,) = resolve_dot_names(nlp.config.interpolate(), ["corpora.train"])
+    nlp.initialize(lambda: train_corpus(nlp))
+    return nlp, train_corpus
+
+
+def test_student_class_prior_counts_the_whole_source_corpus(tiny_encoder, tmp_path) -> None:
+    """pi_src and the class weights of stage 2 are counted over every source sentence
+    once, as stage 1 counts them; not over the few source sentences that one pass of
+    the reader interleaves with the target batches (here 4 of 40)."""
+    from spacy.training import Example
+
+    from conftest import build_nlp
+
+    source, target = write_student_corpora(tmp_path, n_source=40)
+    nlp, _ = student_nlp(tiny_encoder, source, target, {"source_per_batch": 1, "target_per_batch": 1})
+    ner = nlp.get_pipe("maral_ner")
+    assert ner.max_width == 5
+    # by hand: spans of width 1..5 are 15 in a 5-token sentence, 30 in 8 tokens, 20 in 6
+    n_spans = 20 * 15 + 10 * 30 + 10 * 20
+    counts = dict(zip(ner.classes, ner.cfg["class_counts"]))
+    assert counts == {"O": n_spans - 70.0, "PER": 20.0, "LOC": 30.0, "ORG": 10.0, "MISC": 10.0}
+    assert ner.cfg["entities_total"] == 70 and ner.cfg["entities_too_wide"] == 0
+    # what a stage-1 component counts on all 40 source examples
+    stage1 = build_nlp(tiny_encoder)
+    docs = list(DocBin().from_disk(source).get_docs(stage1.vocab))
+    examples = [Example(Doc(stage1.vocab, words=[t.text for t in d]), d) for d in docs]
+    assert len(examples) == 40
+    teacher_ner = stage1.get_pipe("maral_ner")
+    for label in ner.labels:
+        teacher_ner.add_label(label)
+    assert teacher_ner.count_classes(examples) == (ner.cfg["class_counts"], 70, 0)
+    stage1.initialize(lambda: examples)
+    assert teacher_ner.classes == ner.classes
+    assert teacher_ner.cfg["class_counts"] == ner.cfg["class_counts"]
+    assert teacher_ner.cfg["loss_state"] == ner.cfg["loss_state"]
+    numpy.testing.assert_array_equal(ner.loss.log_prior, teacher_ner.loss.log_prior)
+    numpy.testing.assert_array_equal(ner.loss.weights, teacher_ner.loss.weights)
+    # the soft-label store still holds every target sentence
+    assert ner.adapter.store.n_docs == len(STUDENT_TARGET)
+    # the decision rule adds tau_u * log pi_src (configs/adapt.cfg: inference_tau = tau_u),
+    # pi_src with add-one smoothing; pi_tgt only enters the target loss
+    assert ner.inference_tau == ner.adapter.settings.tau_u == 0.1
+    pi_src = numpy.asarray([730.0, 20.0, 30.0, 10.0, 10.0]) + 1.0
+    zero = SpanScores(
+        spans=numpy.zeros((1, 3), dtype=numpy.int64), logits=numpy.zeros((1, 5), dtype=numpy.float32),
+        vectors=numpy.zeros((1, 16), dtype=numpy.float32), lengths=[1],
+    )
+    numpy.testing.assert_allclose(ner.decision_logits(zero)[0], 0.1 * numpy.log(pi_src / pi_src.sum()), rtol=1e-5)
+
+
+def _log_softmax(x: numpy.ndarray) -> numpy.ndarray:
+    shifted = x - x.max(axis=1, keepdims=True)
+    return shifted - numpy.log(numpy.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def test_student_update_loss_and_gradient_by_hand(tiny_encoder, tmp_path, monkeypatch) -> None:
+    """update() of the student on one source and one target sentence, against the loss
+    and d_logits computed here from the logits: L = L_src + L_tgt with
+
+    L_src = sum_i w_y * -log softmax(s + tau * log pi_src)_y / n_source_spans (source spans only),
+    L_tgt = -sum_i m_i sum_c q_ic log softmax(s + tau_u * log pi_tgt)_c / sum_i m_i
+
+    (m: the reliable target spans, q: their soft labels; one log-softmax, no class weights)."""
+    source, target = write_student_corpora(tmp_path, n_source=4)
+    tau_u = 0.5
+    nlp, train_corpus = student_nlp(
+        tiny_encoder, source, target, {"source_per_batch": 1, "target_per_batch": 1}, {"tau_u": tau_u, "refine": False}
+    )
+    ner = nlp.get_pipe("maral_ner")
+    n_classes = len(ner.classes)
+    assert ner.loss.tau == 1.0 and n_classes == 5
+    store = ner.adapter.store
+    # the second epoch: the anchors (here every other span) are the reliable spans
+    store.epoch = 1
+    store.anchor[:] = False
+    store.anchor[::2] = True
+    pi_tgt = numpy.array([0.6, 0.1, 0.05, 0.15, 0.1])
+    ner.adapter.target_log_prior = numpy.log(pi_tgt).astype(numpy.float32)
+    batch = list(train_corpus(nlp))[:2]
+    assert [is_target(eg) for eg in batch] == [False, True]
+    src_eg, tgt_eg = batch
+    rows = store.rows([target_index(tgt_eg)])
+    q = store.q[rows].astype(numpy.float64)
+    m = store.anchor[rows].astype(numpy.float64)
+    assert 0 < m.sum() < m.shape[0] and (q[:, 1:] > 0).any()  # a real soft label among the spans
+
+    captured: Dict[str, numpy.ndarray] = {}
+    forward = ner.model._func
+
+    def spy(model, docs, is_train):
+        scores, backprop = forward(model, docs, is_train)
+        if not is_train:
+            return scores, backprop
+        captured["logits"] = numpy.asarray(model.ops.to_numpy(scores.logits), dtype=numpy.float64)
+        captured["spans"] = numpy.asarray(scores.spans).copy()
+
+        def spy_backprop(d_logits):
+            captured["d_logits"] = numpy.asarray(model.ops.to_numpy(d_logits), dtype=numpy.float64)
+            return backprop(d_logits)
+
+        return scores, spy_backprop
+
+    monkeypatch.setattr(ner.model, "_func", spy)
+    losses: Dict[str, float] = {}
+    nlp.update(batch, sgd=Adam(0.001), drop=0.0, losses=losses)
+    logits, spans = captured["logits"], captured["spans"]
+
+    # the reference, from the logits alone
+    src = numpy.flatnonzero(spans[:, 0] == 0)
+    tgt = numpy.flatnonzero(spans[:, 0] == 1)
+    assert src.shape[0] + tgt.shape[0] == spans.shape[0] and tgt.shape[0] == rows.shape[0]
+    assert [t.text for t in src_eg.predicted] == [t.text for t in src_eg.reference]
+    gold = {(e.start, e.end): ner.classes.index(e.label_) for e in src_eg.reference.ents}
+    y = numpy.asarray([gold.get((int(s), int(e)), 0) for _, s, e in spans[src]])
+    assert (y > 0).sum() == len(src_eg.reference.ents) > 0  # every gold entity is one span
+    counts = numpy.asarray(ner.cfg["class_counts"], dtype=numpy.float64)
+    w = 1.0 / numpy.log(numpy.maximum(counts, numpy.e))
+    w = w / w.mean()
+    log_pi_src = numpy.log((counts + 1.0) / (counts + 1.0).sum())
+    lp_src = _log_softmax(logits[src] + 1.0 * log_pi_src)
+    onehot = numpy.eye(n_classes)[y]
+    loss_src = -(w[y] * lp_src[numpy.arange(y.shape[0]), y]).sum() / src.shape[0]
+    d_src = w[y][:, None] * (numpy.exp(lp_src) - onehot) / src.shape[0]
+    lp_tgt = _log_softmax(logits[tgt] + tau_u * numpy.log(pi_tgt))
+    loss_tgt = -(m[:, None] * q * lp_tgt).sum() / m.sum()
+    d_tgt = m[:, None] * (numpy.exp(lp_tgt) - q) / m.sum()
+    expected = numpy.zeros_like(logits)
+    expected[src] = d_src
+    expected[tgt] = d_tgt
+
+    assert loss_tgt > 0.05 * loss_src  # the target term is not negligible here
+    assert losses["maral_ner"] == pytest.approx(loss_src + loss_tgt, rel=1e-5)
+    numpy.testing.assert_allclose(captured["d_logits"], expected, rtol=1e-4, atol=1e-7)
+    # unreliable target spans get no gradient at all
+    numpy.testing.assert_array_equal(captured["d_logits"][tgt[m == 0]], 0.0)
+
+
+def _train_student(encoder: Path, source: Path, target: Path, n_epochs: int = 3) -> Dict[str, object]:
+    """A few seeded stage-2 updates (2 source + 2 target sentences a step, 2 steps an
+    epoch), with the epoch ends spaCy's training loop would call."""
+    from thinc.api import fix_random_seed
+
+    from spacy_maral.model import get_span_head
+
+    fix_random_seed(0)
+    nlp, train_corpus = student_nlp(encoder, source, target, {"source_per_batch": 2, "target_per_batch": 2})
+    ner = nlp.get_pipe("maral_ner")
+    optimizer = Adam(0.001)
+    losses: List[float] = []
+    for _ in range(n_epochs):
+        examples = list(train_corpus(nlp))
+        for start in range(0, len(examples), 4):
+            step: Dict[str, float] = {}
+            nlp.update(examples[start : start + 4], sgd=optimizer, drop=0.1, losses=step)
+            losses.append(step["maral_ner"])
+        ner.end_epoch()
+    hf = nlp.get_pipe("transformer").model.transformer
+    weights = {f"head.{k}": v.detach().clone() for k, v in get_span_head(ner.model).state_dict().items()}
+    weights.update({f"encoder.{k}": v.detach().clone() for k, v in hf.state_dict().items()})
+    store = ner.adapter.store
+    return {
+        "losses": losses, "weights": weights, "q": store.q.copy(), "anchor": store.anchor.copy(),
+        "scores": store.scores.copy(), "gold": dict(ner.adapter.gold), "history": list(ner.adapter.history),
+    }
+
+
+def test_student_training_ignores_the_diagnostic_tags(tiny_encoder, tmp_path) -> None:
+    """The same seeded stage-2 run on a target corpus with and without its tags
+    (kept aside for the diagnostics) gives the same losses, soft labels and weights."""
+    source, tagged = write_student_corpora(tmp_path / "tagged", n_source=6, diagnostic_tags=True)
+    _, untagged = write_student_corpora(tmp_path / "untagged", n_source=6, diagnostic_tags=False)
+    with_tags = _train_student(tiny_encoder, source, tagged)
+    without = _train_student(tiny_encoder, source, untagged)
+    # the tags did reach the diagnostics (and only them)
+    assert with_tags["gold"] and not without["gold"]
+    assert all("pseudo_label_prf" in r for r in with_tags["history"])
+    assert not any("pseudo_label_prf" in r for r in without["history"])
+    assert len(with_tags["losses"]) == 6 and all(numpy.isfinite(with_tags["losses"]))
+    assert with_tags["losses"] == without["losses"]
+    numpy.testing.assert_array_equal(with_tags["q"], without["q"])
+    numpy.testing.assert_array_equal(with_tags["anchor"], without["anchor"])
+    numpy.testing.assert_array_equal(with_tags["scores"], without["scores"])
+    import torch
+
+    assert with_tags["weights"].keys() == without["weights"].keys()
+    different = [k for k, v in with_tags["weights"].items() if not torch.equal(v, without["weights"][k])]
+    assert different == []

@@ -15,7 +15,9 @@ from ..component import MaralNER
 from ..fileio import atomic_write_text
 from ..margins import class_mean_geometry, span_class_geometry
 from ..pseudo_label import iter_target_docs
+from ..raw_text import evaluate_raw_text
 from ..report import evaluate_pipeline
+from ..tokenizer import set_tokenizer_lang
 from .measure import machine_description
 from .plots import plot_cosines, plot_projection, plot_pseudo_label_f1, plot_training_curves, read_jsonl
 from .speed import words_per_second
@@ -81,6 +83,7 @@ def run_benchmark_report(
     n_projection: int = 300,
     speed_limit: int = 0,
     speed_from: Optional[Path] = None,
+    lang: Optional[str] = None,
 ) -> Dict[str, object]:
     """Evaluate every system on the target test set, measure inference speed, draw the
     plots, and write benchmark.json and BENCHMARKS.md into `output_dir`.
@@ -96,6 +99,8 @@ def run_benchmark_report(
     command (str): the command line that produced the run, for the report.
     n_projection (int): sentences of dev and test whose entities are projected.
     speed_limit (int): time only the first N test sentences (0 = all).
+    lang (Optional[str]): give every system this language's tokenizer rules (the
+        target language) before scoring; None = each system's own.
     speed_from (Optional[Path]): instead of timing now, copy the speed block of this
         earlier benchmark.json (for a report regenerated on a busy machine); the report
         says where the numbers come from.
@@ -114,15 +119,21 @@ def run_benchmark_report(
             msg.warn(f"{system.name}: {system.model} does not exist; skipped")
             continue
         nlp = spacy.load(system.model)
+        if lang:
+            set_tokenizer_lang(nlp, lang)
         loaded[system.name] = nlp
-        test_docs = list(iter_target_docs(test_path, nlp))
-        msg.info(f"evaluating {system.name} on {len(test_docs)} sentences")
+        test_docs = list(iter_target_docs(test_path, nlp, gold_tokens=True))
+        msg.info(f"evaluating {system.name} on {len(test_docs)} sentences (gold tokens and raw text)")
         scores = evaluate_pipeline(nlp, test_docs)
-        entry = {"model": str(system.model), **_scores_row(scores), "training": system.training()}
+        max_width = next((int(p.max_width) for _, p in nlp.pipeline if isinstance(p, MaralNER)), None)
+        raw = evaluate_raw_text(nlp, test_docs, max_width=max_width)
+        entry = {"model": str(system.model), **_scores_row(scores), "raw_text": {
+            **_scores_row(raw), "recall_ceiling": round(100 * float(raw["unreachable"]["recall_ceiling"]), 2),
+            "ece": (raw.get("calibration") or {}).get("ece")}, "training": system.training()}
         if any(isinstance(p, MaralNER) for _, p in nlp.pipeline):
             keys = ("min_angle_deg", "min_angle_entities_deg", "mean_cosine")
             if not dev_docs:
-                dev_docs = list(iter_target_docs(dev_path, nlp))[:n_projection]
+                dev_docs = list(iter_target_docs(dev_path, nlp, gold_tokens=True))[:n_projection]
             geo = geometries["logit state"][system.name] = class_mean_geometry(nlp)
             spans = geometries["span vectors"][system.name] = span_class_geometry(nlp, dev_docs)
             entry["margins"] = {**{k: geo[k] for k in keys}, "spans": {k: spans[k] for k in keys}}
@@ -180,11 +191,20 @@ def render_markdown(result: Dict[str, object]) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB RAM, GPU: {m['gpu']}; "
         f"Python {m['python']}, torch {m['torch']}, spaCy {m['spacy']}, transformers {m['transformers']}.", "",
         f"## Entity-level scores on `{result['test']}` (all gold entities)", "",
-        "| system | P | R | F1 |", "|---|---|---|---|",
+        "Raw text: the detokenized test sentences through `nlp.pipe(texts)`, scored by exact character "
+        "offsets (the headline). Gold tokens: spaCy's NER scorer on the CoNLL tokens.", "",
+        "| system | raw text P | R | **F1** | recall ceiling | ECE | gold tokens P | R | F1 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    lines += [f"| {n} | {s['p']:.2f} | {s['r']:.2f} | **{s['f']:.2f}** |" for n, s in systems.items()]
+    for n, s in systems.items():
+        raw = s.get("raw_text") or {}
+        ece = raw.get("ece")
+        lines.append(
+            f"| {n} | {_fmt(raw.get('p'))} | {_fmt(raw.get('r'))} | **{_fmt(raw.get('f'))}** | {_fmt(raw.get('recall_ceiling'))} | "
+            f"{'-' if ece is None else f'{ece:.3f}'} | {s['p']:.2f} | {s['r']:.2f} | {s['f']:.2f} |"
+        )
     types = sorted({t for s in systems.values() for t in s["per_type"]})
-    lines += ["", "F1 per type:", "", "| system | " + " | ".join(types) + " |", "|---|" + "---|" * len(types)]
+    lines += ["", "F1 per type (gold tokens):", "", "| system | " + " | ".join(types) + " |", "|---|" + "---|" * len(types)]
     lines += [f"| {n} | " + " | ".join(_fmt(s["per_type"].get(t)) for t in types) + " |" for n, s in systems.items()]
     lines += ["", "## Training", "", "| system | wall time | steps | sentences/step | sentences/s | peak RSS |",
               "|---|---|---|---|---|---|"]

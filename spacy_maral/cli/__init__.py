@@ -13,7 +13,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from . import bench, convert, encoder, evaluate, package, predict, pseudo_label  # noqa: F401  (each module adds its commands to app)
+    from . import annotate, bench, calibrate, convert, encoder, evaluate, guard, package, predict, pseudo_label  # noqa: F401  (each module adds its commands to app)
 
 
 _register()

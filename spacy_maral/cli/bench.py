@@ -46,6 +46,7 @@ def benchmark_report_command(
     n_projection: int = typer.Option(300, "--n-projection", help="Sentences whose entities the projection plot draws."),
     speed_limit: int = typer.Option(0, "--speed-limit", help="Time only the first N test sentences (0 = all)."),
     speed_from: Optional[Path] = typer.Option(None, "--speed-from", help="Reuse the speed block of this earlier benchmark.json instead of timing (for a report regenerated on a busy machine)."),
+    lang: Optional[str] = typer.Option(None, "--lang", help="Give every system this language's tokenizer rules (the target language) before scoring."),
 ) -> None:
     """Evaluate every system on the target test set, time inference, draw the plots and
     write the report."""
@@ -60,7 +61,7 @@ def benchmark_report_command(
     run_benchmark_report(
         systems, test_path, dev_path, output_dir, before=before, after=after,
         speed_pair=speed.split(",") if speed else None, extra_timings={n: Path(p) for n, p in map(pair, timing)},
-        command=command, n_projection=n_projection, speed_limit=speed_limit, speed_from=speed_from,
+        command=command, n_projection=n_projection, speed_limit=speed_limit, speed_from=speed_from, lang=lang,
     )
 
 

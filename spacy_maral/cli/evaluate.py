@@ -14,22 +14,32 @@ def evaluate_command(
     models: List[str] = typer.Argument(..., help="Pipelines to score, each NAME=PATH (or a bare PATH)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="JSON file for the metrics of every pipeline."),
     html: Optional[Path] = typer.Option(None, "--html", help="displaCy page of the last pipeline's predictions, with scores."),
+    reliability_png: Optional[Path] = typer.Option(None, "--reliability", help="Reliability diagram (PNG) of the pipelines' entity scores on the raw text."),
+    lang: Optional[str] = typer.Option(None, "--lang", help="Give every pipeline this language's tokenizer rules (spacy_maral.tokenizer.v1) before scoring, e.g. the target language for a teacher trained with the source rules."),
     n_sample: int = typer.Option(30, "--n-sample", help="Test sentences drawn on the displaCy page."),
+    limit: int = typer.Option(0, "--limit", help="Score the first N test sentences (0 = all)."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Docs per nlp.pipe batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
 ) -> None:
-    """Entity-level P/R/F1 (spaCy's NER scorer, over all gold entities) and F1 per type
-    of each pipeline on the same test set, as one table; optionally a JSON file and a
-    displaCy HTML page of the last pipeline's entities with their probabilities.
+    """Score each pipeline twice on the same test set: on the gold tokens (spaCy's NER
+    scorer) and on the raw text (the sentences detokenized, run through the whole
+    pipeline with nlp.pipe(texts), scored by exact character offsets and label). Prints
+    both tables, the gold entities each pipeline can't reach (a boundary inside one of
+    its tokens, or wider than max_width) with the recall ceiling, and the calibration of
+    the entity scores (ECE over 10 bins, precision at score >= 0.5 and >= 0.9). Optionally
+    a JSON file, a reliability diagram and a displaCy page of the last pipeline.
     """
     import spacy
     from thinc.api import require_gpu
     from wasabi import Printer
 
+    from ..calibration import plot_reliability
     from ..convert import ConversionError
-    from ..pseudo_label import iter_target_docs
-    from ..report import evaluate_pipeline, format_table, write_predictions_page
     from ..fileio import atomic_write_text
+    from ..pseudo_label import iter_target_docs
+    from ..raw_text import evaluate_raw_text
+    from ..report import evaluate_pipeline, format_quality_table, format_table, write_predictions_page
+    from ..tokenizer import set_tokenizer_lang, tokenizer_lang
 
     if gpu_id >= 0:
         require_gpu(gpu_id)
@@ -40,17 +50,35 @@ def evaluate_command(
         for spec in models:
             name, _, path = spec.rpartition("=") if "=" in spec else (Path(spec).name, "", spec)
             nlp = spacy.load(path)
-            docs = list(iter_target_docs(test_path, nlp))
+            if lang:
+                set_tokenizer_lang(nlp, lang)
+            docs = list(iter_target_docs(test_path, nlp, gold_tokens=True))
+            if limit > 0:
+                docs = docs[:limit]
             if not docs:
                 raise ValueError(f"{test_path} holds no sentences")
-            msg.info(f"{name}: {path} on {len(docs)} sentences of {test_path}")
-            results[name] = evaluate_pipeline(nlp, docs, batch_size=batch_size)
+            msg.info(f"{name}: {path} on {len(docs)} sentences of {test_path} (tokenizer rules: {tokenizer_lang(nlp)})")
+            result = evaluate_pipeline(nlp, docs, batch_size=batch_size)
+            max_width = next((int(p.max_width) for _, p in nlp.pipeline if hasattr(p, "max_width")), None)
+            result["raw_text"] = evaluate_raw_text(nlp, docs, batch_size=batch_size, max_width=max_width)
+            result["tokenizer"] = tokenizer_lang(nlp)
+            results[name] = result
     except (OSError, ValueError, ConversionError) as err:
         msg.fail(f"evaluate failed: {err}", exits=1)
+    msg.divider("raw text (nlp.pipe on the detokenized sentences, exact character offsets)")
+    print(format_table({name: r["raw_text"] for name, r in results.items()}))
+    msg.divider("gold tokens (spaCy's NER scorer)")
     print(format_table(results))
+    msg.divider("raw text: unreachable gold entities and score calibration")
+    print(format_quality_table({name: r["raw_text"] for name, r in results.items()}))
     if output is not None:
         atomic_write_text(output, json.dumps({"test": str(test_path), "results": results}, indent=2))
         msg.good(f"metrics: {output}")
+    if reliability_png is not None:
+        curves = {n: r["raw_text"]["calibration"] for n, r in results.items() if "calibration" in r["raw_text"]}
+        if curves:
+            plot_reliability(curves, reliability_png, title=f"Entity scores on {test_path.name} (raw text)")
+            msg.good(f"reliability diagram: {reliability_png}")
     if html is not None and nlp is not None:
         texts = [d.text for d in docs[:n_sample]]
         write_predictions_page(nlp, texts, html, title=f"{name} on {test_path.name}")

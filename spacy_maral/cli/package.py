@@ -1,4 +1,5 @@
 """`python -m spacy_maral strip-adaptation` and `install-package`: ship a trained pipeline."""
+import json
 import subprocess
 import sys
 import tempfile
@@ -16,15 +17,24 @@ def export_command(
     output_dir: Path = typer.Argument(..., help="Where to write the pipeline to package."),
     name: str = typer.Option("maral_ner", "--name", help="meta.json name (the package becomes LANG_NAME)."),
     version: str = typer.Option("0.1.0", "--version", help="meta.json version."),
+    guard: Optional[Path] = typer.Option(None, "--guard", help="The verdict of `spacy_maral guard`: export the pipeline it chose (the teacher when the student is not trusted) instead of MODEL."),
+    lang: Optional[str] = typer.Option(None, "--lang", help="Give the pipeline this language's tokenizer rules (spacy_maral.tokenizer.v1), e.g. the target language; default: keep its own."),
 ) -> None:
     """Copy a trained pipeline for `spacy package`, without the training-only state
     (the student's soft labels and neighbour index) and training-only components
-    (maral_mlm), and with a package name/version.
+    (maral_mlm), and with a package name/version (and optionally other tokenizer rules).
     """
     import spacy
 
     from ..fileio import replace_dir
+    from ..tokenizer import set_tokenizer_lang, tokenizer_lang
 
+    if guard is not None:
+        verdict = json.loads(Path(guard).read_text(encoding="utf8"))
+        if verdict["chosen"] != "student":
+            typer.secho(f"export: {guard} chose the {verdict['chosen']}: exporting {verdict['chosen_path']} instead of {model}",
+                        fg=typer.colors.YELLOW, err=True)
+        model = Path(verdict["chosen_path"])
     try:
         nlp = spacy.load(model)
     except (OSError, ValueError) as err:
@@ -35,12 +45,14 @@ def export_command(
             pipe.drop_adaptation_state()
     for pipe_name in [n for n, pipe in nlp.pipeline if getattr(pipe, "training_only", False)]:
         nlp.remove_pipe(pipe_name)
+    if lang:
+        set_tokenizer_lang(nlp, lang)
     nlp.meta["name"] = name
     nlp.meta["version"] = version
     nlp.meta.setdefault("description", "Cross-lingual NER (spacy-maral: large-margin vMF span classifier)")
     with replace_dir(output_dir) as tmp:
         nlp.to_disk(tmp)
-    typer.echo(f"{output_dir} ({nlp.lang}_{name} {version}, pipes {nlp.pipe_names})")
+    typer.echo(f"{output_dir} ({nlp.lang}_{name} {version}, pipes {nlp.pipe_names}, tokenizer rules {tokenizer_lang(nlp)})")
 
 
 @app.command("install-package")

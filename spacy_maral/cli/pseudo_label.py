@@ -16,31 +16,65 @@ def pseudo_label_command(
     shard_size: int = typer.Option(1000, "--shard-size", help="Sentences per output shard (a killed run keeps finished shards)."),
     limit: int = typer.Option(0, "--limit", help="Label only the first N sentences (0 = all)."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
+    lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the target text with this language's rules (spacy_maral.tokenizer.v1), e.g. de; default: the teacher's tokenizer."),
+    gold_tokens: bool = typer.Option(False, "--gold-tokens", help="Keep the tokens of a .spacy or CoNLL corpus instead of tokenizing its raw text."),
     inference_tau: Optional[float] = typer.Option(None, "--inference-tau", help="Override the teacher's inference_tau (source prior weight in the decision rule); choose it on the source dev set."),
+    engine: str = typer.Option("local", "--engine", help="local: label in this process; ray: on Ray actors (pip install 'spacy-maral[ray]'), shard by shard, bit-identical output."),
+    address: Optional[str] = typer.Option(None, "--address", help="ray: the cluster to join ('auto': the one `ray start` runs here); default: start a local Ray instance for this run."),
+    num_actors: int = typer.Option(0, "--num-actors", help="ray: actors, each loading the teacher once (0 = as many as the free CPUs/GPUs allow)."),
+    cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", help="ray: CPUs each actor reserves (its torch threads)."),
+    num_gpus_per_actor: float = typer.Option(0.0, "--num-gpus-per-actor", help="ray: GPUs each actor reserves (0 = CPU actors)."),
 ) -> None:
     """Label every target sentence with the teacher: kept entity spans get their
     probability vectors, every other span is O. Target tags, if the corpus has any, are
-    kept aside for diagnostics only.
+    kept aside for diagnostics only. With --engine ray the shards are labelled by Ray
+    actors (the teacher must load on every node: same path or installed package); the
+    driver reads the corpus and writes the shards.
     """
     import spacy
     from thinc.api import require_gpu
 
     from ..component import find_maral_ner
+    from ..engines import make_engine
     from ..pseudo_label import pseudo_label
+    from ..tokenizer import set_tokenizer_lang
 
-    if gpu_id >= 0:
+    if engine not in ("local", "ray"):
+        raise typer.BadParameter(f"{engine!r}: use local or ray", param_hint="--engine")
+    if gpu_id >= 0 and engine == "local":
         require_gpu(gpu_id)
     try:
         nlp = spacy.load(teacher)
+        if lang:
+            set_tokenizer_lang(nlp, lang)
         if inference_tau is not None:
             find_maral_ner(nlp).inference_tau = inference_tau
-        stats = pseudo_label(nlp, input_path, output_dir, batch_size=batch_size, shard_size=shard_size, limit=limit)
-    except (OSError, ValueError) as err:
+        workers = None
+        if engine == "ray":
+            workers = make_engine(
+                "ray", teacher, inference_tau=inference_tau, address=address, num_actors=num_actors,
+                cpus_per_actor=cpus_per_actor, gpus_per_actor=num_gpus_per_actor,
+            ).__enter__()
+        n_workers = workers.n_workers if workers is not None else 1
+        try:
+            stats = pseudo_label(
+                nlp, input_path, output_dir, batch_size=batch_size, shard_size=shard_size, limit=limit,
+                gold_tokens=gold_tokens, engine=workers,
+            )
+        finally:
+            if workers is not None:
+                workers.__exit__(None, None, None)
+    except ImportError as err:
+        typer.secho(f"pseudo-label: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1) from err
+    except (OSError, ValueError, RuntimeError) as err:
         typer.secho(f"pseudo-label failed: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(code=1) from err
     typer.echo(
         f"{stats.sentences} sentences ({stats.shards_written} shards written, {stats.shards_kept} kept from an earlier run)"
     )
+    if engine == "ray":
+        typer.echo(f"engine: ray, {n_workers} actors")
     for label, n in sorted(stats.entities.items()):
         typer.echo(f"  {label:<10} {n:>8} pseudo-labelled entity spans")
     if stats.diagnostic_gold:

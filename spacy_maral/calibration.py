@@ -1,0 +1,140 @@
+"""Calibration of the entity scores users threshold on.
+
+`doc.spans["maral"].attrs["scores"]` holds, for every predicted entity, the probability
+of its class. Calibrated, a score of 0.9 means that 90% of such entities are right (exact
+characters and label). This module measures that (expected calibration error over equal
+-width bins, the reliability diagram, precision above a score) and fits the one number
+that fixes it: a temperature T on the decision rule's logits, scores = softmax(l / T).
+T > 0 leaves every prediction as it is (the argmax of each span is unchanged, and the
+decoder's choices are made on the uncalibrated probabilities); it only rescales the
+reported scores. It is fitted on the source dev set (English) and stored in the
+component's cfg (`score_temperature`).
+"""
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+import numpy
+
+DEFAULT_BINS = 10
+TEMPERATURE_GRID = numpy.exp(numpy.linspace(numpy.log(0.05), numpy.log(20.0), 400))
+
+
+def reliability(scores: Sequence[float], correct: Sequence[bool], n_bins: int = DEFAULT_BINS) -> Dict[str, object]:
+    """Expected calibration error, reliability bins and precision at score thresholds.
+
+    scores (Sequence[float]): the score of every predicted entity, in [0, 1].
+    correct (Sequence[bool]): whether each entity is right (exact span and label).
+    n_bins (int): equal-width score bins over [0, 1].
+    RETURNS (dict): ece (sum over bins of |accuracy - mean score| * share of the
+        entities in the bin), bins (lower, upper, count, mean score, accuracy), n, and
+        precision_at_0.5 / precision_at_0.9 with the counts above those thresholds.
+    """
+    s = numpy.asarray(scores, dtype=numpy.float64)
+    c = numpy.asarray(correct, dtype=numpy.float64)
+    if s.shape != c.shape:
+        raise ValueError(f"{s.shape[0]} scores but {c.shape[0]} correctness flags")
+    edges = numpy.linspace(0.0, 1.0, n_bins + 1)
+    # bin i holds scores in (edges[i], edges[i+1]]; a score of exactly 0 goes to bin 0
+    index = numpy.clip(numpy.searchsorted(edges, s, side="left") - 1, 0, n_bins - 1)
+    bins = []
+    ece = 0.0
+    for i in range(n_bins):
+        in_bin = index == i
+        n = int(in_bin.sum())
+        mean_score = float(s[in_bin].mean()) if n else None
+        accuracy = float(c[in_bin].mean()) if n else None
+        if n:
+            ece += abs(accuracy - mean_score) * n / s.shape[0]
+        bins.append({"lower": float(edges[i]), "upper": float(edges[i + 1]), "count": n,
+                     "mean_score": mean_score, "accuracy": accuracy})
+    out: Dict[str, object] = {"n": int(s.shape[0]), "ece": float(ece) if s.shape[0] else None, "bins": bins}
+    for threshold in (0.5, 0.9):
+        above = s >= threshold
+        out[f"precision_at_{threshold}"] = float(c[above].mean()) if above.any() else None
+        out[f"count_at_{threshold}"] = int(above.sum())
+    return out
+
+
+def tempered_scores(logits: numpy.ndarray, classes: numpy.ndarray, temperature: float) -> numpy.ndarray:
+    """softmax(logits / T)[class] per row.
+
+    logits (numpy.ndarray): (n, C) the decision rule's logits of the predicted entities.
+    classes (numpy.ndarray): (n,) each entity's class index.
+    temperature (float): T > 0.
+    RETURNS (numpy.ndarray): (n,) the scores.
+    """
+    if temperature <= 0:
+        raise ValueError(f"the score temperature must be > 0, got {temperature}")
+    z = logits / temperature
+    z = z - z.max(axis=1, keepdims=True)
+    log_p = z - numpy.log(numpy.exp(z).sum(axis=1, keepdims=True))
+    return numpy.exp(log_p[numpy.arange(logits.shape[0]), classes])
+
+
+def fit_temperature(logits: numpy.ndarray, classes: numpy.ndarray, correct: Sequence[bool]) -> float:
+    """The temperature that minimises the log loss of the entity scores against correctness.
+
+    logits (numpy.ndarray): (n, C) the decision rule's logits of the predicted entities.
+    classes (numpy.ndarray): (n,) the predicted class of each.
+    correct (Sequence[bool]): whether each entity is right.
+    RETURNS (float): T from a log-spaced grid over [0.05, 20] (1.0 when n = 0).
+    """
+    c = numpy.asarray(correct, dtype=numpy.float64)
+    if c.shape[0] == 0:
+        return 1.0
+    eps = 1e-7
+    best, best_loss = 1.0, numpy.inf
+    for t in TEMPERATURE_GRID:
+        p = numpy.clip(tempered_scores(logits, classes, float(t)), eps, 1 - eps)
+        loss = -(c * numpy.log(p) + (1 - c) * numpy.log(1 - p)).mean()
+        if loss < best_loss:
+            best, best_loss = float(t), loss
+    return best
+
+
+def plot_reliability(curves: Dict[str, Dict[str, object]], path: Path, title: str = "Reliability of entity scores") -> Path:
+    """A reliability diagram (accuracy against mean score per bin, one line a system).
+
+    curves (Dict[str, dict]): name -> the output of `reliability`.
+    path (Path): the PNG to write.
+    title (str): the figure title.
+    RETURNS (Path): path.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:  # pragma: no cover - matplotlib is in the dev/bench extras
+        raise ValueError("the reliability diagram needs matplotlib: pip install spacy-maral[bench]") from err
+    fig, ax = plt.subplots(figsize=(5.5, 5.5))
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect calibration")
+    for name, rel in curves.items():
+        bins = [b for b in rel["bins"] if b["count"]]  # type: ignore[index]
+        xs = [b["mean_score"] for b in bins]
+        ys = [b["accuracy"] for b in bins]
+        ece = rel.get("ece")
+        ax.plot(xs, ys, marker="o", label=f"{name} (ECE {ece:.3f}, n={rel['n']})" if ece is not None else name)
+    ax.set_xlabel("entity score (mean in bin)")
+    ax.set_ylabel("share of entities exactly right")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def stack_entity_logits(rows: List[Tuple[numpy.ndarray, int, bool]], n_classes: int) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
+    """(logits, classes, correct) arrays from (logit row, class, correct) triples."""
+    if not rows:
+        return numpy.zeros((0, n_classes)), numpy.zeros(0, dtype=numpy.int64), numpy.zeros(0, dtype=bool)
+    logits = numpy.stack([r[0] for r in rows]).astype(numpy.float64)
+    classes = numpy.asarray([r[1] for r in rows], dtype=numpy.int64)
+    correct = numpy.asarray([r[2] for r in rows], dtype=bool)
+    return logits, classes, correct
+

@@ -1,0 +1,72 @@
+"""`python -m spacy_maral annotate`: run a spaCy pipeline over a corpus into Parquet."""
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import app
+
+
+@app.command("annotate")
+def annotate_command(
+    model: str = typer.Argument(..., help="Any spaCy pipeline: a directory or an installed package name (e.g. xx_maral_ner)."),
+    input_path: Path = typer.Argument(..., help="Text (one document a line), JSONL ({\"text\": ..., \"id\": ...} a line) or Parquet file, or a directory of them."),
+    output_dir: Path = typer.Argument(..., help="Output directory: part-NNNNN.parquet, one row per entity (id, start, end, text, label, score)."),
+    engine: str = typer.Option("local", "--engine", help="local: nlp.pipe on this machine (--n-process workers); ray: Ray actors on a local instance or a cluster."),
+    input_format: str = typer.Option("auto", "--format", help="auto (by suffix: .jsonl/.ndjson/.json, .parquet, else text), text, jsonl or parquet."),
+    text_field: str = typer.Option("text", "--text-field", help="JSONL key / Parquet column of the text."),
+    id_field: str = typer.Option("id", "--id-field", help="JSONL key / Parquet column of the id (optional; default id FILE:LINE)."),
+    partition_size: int = typer.Option(10000, "--partition-size", help="Input lines per output partition, the unit of resumption and of work."),
+    batch_size: int = typer.Option(64, "--batch-size", "-b", help="Documents per nlp.pipe batch (length-sorted within a partition)."),
+    scores_key: Optional[str] = typer.Option(None, "--scores-key", help="doc.spans key whose attrs['scores'] give the entity scores (default: maral_ner's spans_key; null scores without one)."),
+    max_bad_lines: int = typer.Option(0, "--max-bad-lines", help="Exit with status 3 at the end if more input lines than this were bad (all of them are skipped and listed in OUTPUT/_errors.jsonl either way)."),
+    n_process: int = typer.Option(1, "--n-process", "-n", help="local: worker processes, each loading the pipeline once."),
+    threads: int = typer.Option(0, "--threads", help="torch threads per worker (0: torch's default for one process, cpu_count/N for N processes, --cpus-per-actor for Ray)."),
+    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="local: GPU to use (-1 = CPU)."),
+    address: Optional[str] = typer.Option(None, "--address", help="ray: the cluster to join ('auto': the one `ray start` runs here); default: start a local Ray instance for this run."),
+    num_actors: int = typer.Option(0, "--num-actors", help="ray: actors, each loading the pipeline once (0 = as many as the free CPUs/GPUs allow)."),
+    cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", help="ray: CPUs each actor reserves (its torch threads)."),
+    num_gpus_per_actor: float = typer.Option(0.0, "--num-gpus-per-actor", help="ray: GPUs each actor reserves (0 = CPU actors)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Annotate a corpus with MODEL (any spaCy pipeline) and write its entities to
+    Parquet, partition by partition. A rerun with the same arguments skips the finished
+    partitions. Bad input lines are skipped, reported with file and line, listed in
+    OUTPUT/_errors.jsonl, and make the exit status 3 when there are more than
+    --max-bad-lines of them; status 1 is a failure (e.g. the model does not load).
+    """
+    from ..annotate import ERRORS, EXIT_BAD_LINES, annotate
+    from ..engines import make_engine
+
+    if engine not in ("local", "ray"):
+        raise typer.BadParameter(f"{engine!r}: use local or ray", param_hint="--engine")
+    try:
+        workers = make_engine(
+            engine, model, n_process=n_process, threads=threads, gpu_id=gpu_id, address=address,
+            num_actors=num_actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=num_gpus_per_actor,
+        )
+        with workers:
+            stats = annotate(
+                workers, input_path, output_dir, fmt=input_format, text_field=text_field, id_field=id_field,
+                partition_size=partition_size, batch_size=batch_size, scores_key=scores_key, progress=progress,
+            )
+    except ImportError as err:
+        typer.secho(f"annotate: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1) from err
+    except (OSError, ValueError, RuntimeError) as err:
+        typer.secho(f"annotate failed: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1) from err
+    rate = f", {stats.documents / stats.seconds:.1f} documents/s" if stats.seconds else ""
+    typer.echo(
+        f"{stats.documents} documents, {stats.entities} entities from {stats.lines} lines "
+        f"({stats.partitions_written} partitions written, {stats.partitions_kept} kept from an earlier run; "
+        f"engine {stats.engine}, {stats.n_workers} worker(s){rate})"
+    )
+    typer.echo(f"output: {output_dir}")
+    if stats.bad_lines:
+        typer.secho(f"{stats.bad_lines} bad input line(s) skipped, all listed in {Path(output_dir) / ERRORS}:", fg=typer.colors.YELLOW, err=True)
+        for line in stats.first_bad_lines[:10]:
+            typer.echo(f"  {line}", err=True)
+        if stats.bad_lines > max_bad_lines:
+            typer.secho(f"more than --max-bad-lines {max_bad_lines}: exit status {EXIT_BAD_LINES}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(code=EXIT_BAD_LINES)

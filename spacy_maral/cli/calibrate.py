@@ -1,0 +1,70 @@
+"""`python -m spacy_maral calibrate`: fit the entity-score temperature on the source dev set."""
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import app
+
+
+@app.command("calibrate")
+def calibrate_command(
+    model: Path = typer.Argument(..., help="Trained pipeline directory with a maral_ner component."),
+    dev_path: Path = typer.Argument(..., help="Gold dev corpus of the source language (.spacy or CoNLL): never a target test set."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the calibrated pipeline (default: MODEL, replaced atomically)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="JSON file with the temperature and the calibration before and after."),
+    lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the dev text with this language's rules while fitting (default: the pipeline's tokenizer); the saved pipeline keeps its own."),
+    limit: int = typer.Option(0, "--limit", help="Use the first N dev sentences (0 = all)."),
+    batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
+) -> None:
+    """Fit the temperature T of the reported entity scores (softmax(logits / T), stored
+    as maral_ner's `score_temperature`) on the raw text of the dev set: T minimises the
+    log loss of the scores of the predicted entities against their exact correctness.
+    Predictions do not change; only doc.spans[...].attrs["scores"] do.
+    """
+    import spacy
+    from wasabi import Printer
+
+    from ..calibration import fit_temperature, reliability, tempered_scores
+    from ..component import find_maral_ner
+    from ..fileio import atomic_write_text, replace_dir
+    from ..pseudo_label import iter_target_docs
+    from ..raw_text import entity_logits
+    from ..tokenizer import language_tokenizer
+
+    msg = Printer()
+    try:
+        nlp = spacy.load(model)
+        ner = find_maral_ner(nlp)
+        docs = list(iter_target_docs(dev_path, nlp, gold_tokens=True))
+        if limit > 0:
+            docs = docs[:limit]
+        if not docs:
+            raise ValueError(f"{dev_path} holds no sentences")
+        own_tokenizer = nlp.tokenizer
+        if lang:
+            nlp.tokenizer = language_tokenizer(nlp, lang)
+        with msg.loading(f"predicting {len(docs)} sentences of {dev_path}"):
+            logits, classes, correct = entity_logits(nlp, docs, batch_size=batch_size)
+        nlp.tokenizer = own_tokenizer
+    except (OSError, ValueError) as err:
+        msg.fail(f"calibrate failed: {err}", exits=1)
+    before = reliability(tempered_scores(logits, classes, ner.score_temperature), correct)
+    temperature = fit_temperature(logits, classes, correct)
+    after = reliability(tempered_scores(logits, classes, temperature), correct)
+    msg.info(
+        f"{len(correct)} predicted entities, {int(correct.sum())} exactly right: ECE {before['ece']:.4f} "
+        f"at T={ner.score_temperature:g} -> {after['ece']:.4f} at T={temperature:.3f}"
+    )
+    ner.score_temperature = temperature
+    target = output if output is not None else model
+    with replace_dir(target) as tmp:
+        nlp.to_disk(tmp)
+    msg.good(f"score_temperature {temperature:.3f} stored in {target}")
+    if report is not None:
+        atomic_write_text(report, json.dumps({
+            "model": str(model), "dev": str(dev_path), "sentences": len(docs), "lang": lang,
+            "temperature": temperature, "before": before, "after": after,
+        }, indent=2))
+        msg.good(f"report: {report}")

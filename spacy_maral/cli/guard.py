@@ -1,0 +1,74 @@
+"""`python -m spacy_maral guard`: should the student be trusted? (no target tags read)"""
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import app
+
+
+@app.command("guard")
+def guard_command(
+    teacher_path: Path = typer.Argument(..., help="The teacher pipeline (stage 1)."),
+    student_path: Path = typer.Argument(..., help="The student pipeline (stage 2)."),
+    dev_path: Path = typer.Argument(..., help="Gold source dev corpus (.spacy or CoNLL)."),
+    target_text: Path = typer.Argument(..., help="Raw target text (plain text, CoNLL whose tags are ignored, or .spacy)."),
+    output: Path = typer.Option(..., "--output", "-o", help="JSON file with the figures, the verdict and the chosen pipeline."),
+    source_lang: Optional[str] = typer.Option(None, "--source-lang", help="Tokenizer rules for the source dev text (default: each pipeline's own)."),
+    target_lang: Optional[str] = typer.Option(None, "--target-lang", help="Tokenizer rules for the target text, for both pipelines (default: each pipeline's own)."),
+    dev_limit: int = typer.Option(1000, "--dev-limit", help="Source dev sentences used (0 = all)."),
+    target_limit: int = typer.Option(500, "--target-limit", help="Target sentences used (0 = all)."),
+    max_dev_drop: float = typer.Option(15.0, "--max-dev-drop", help="Largest allowed drop of source dev F1 (points) from teacher to student."),
+    min_agreement: float = typer.Option(60.0, "--min-agreement", help="Smallest allowed student-teacher entity F1 (points) on the target text."),
+    max_class_cosine: float = typer.Option(0.99, "--max-class-cosine", help="Largest allowed cosine between two classes' span-vector means."),
+    package_choice: str = typer.Option("auto", "--package-choice", help="auto (the student if trusted, else the teacher), student or teacher."),
+    batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
+) -> None:
+    """Compare student and teacher without target tags (source dev F1 on raw text,
+    agreement on the target text, class-mean collapse), say plainly whether the student
+    can be trusted, and record which pipeline to package (`export --guard`).
+    """
+    import spacy
+    from wasabi import Printer
+
+    from ..fileio import atomic_write_text
+    from ..guard import GuardThresholds, check_student, choose
+    from ..pseudo_label import iter_target_docs
+    from ..tokenizer import set_tokenizer_lang
+
+    msg = Printer()
+    try:
+        teacher = spacy.load(teacher_path)
+        student = spacy.load(student_path)
+        if target_lang:
+            set_tokenizer_lang(teacher, target_lang)
+            set_tokenizer_lang(student, target_lang)
+        dev = list(iter_target_docs(dev_path, teacher, gold_tokens=True))
+        dev = dev[:dev_limit] if dev_limit > 0 else dev
+        texts = [d.text for d in iter_target_docs(target_text, teacher, gold_tokens=True)]
+        texts = texts[:target_limit] if target_limit > 0 else texts
+        if not dev or not texts:
+            raise ValueError(f"no sentences in {dev_path if not dev else target_text}")
+        limits = GuardThresholds(max_dev_drop=max_dev_drop, min_agreement=min_agreement, max_class_cosine=max_class_cosine)
+        with msg.loading(f"checking the student on {len(dev)} source dev and {len(texts)} target sentences"):
+            report = check_student(teacher, student, dev, texts, source_lang=source_lang, thresholds=limits, batch_size=batch_size)
+        chosen = choose(report, package_choice)
+    except (OSError, ValueError) as err:
+        msg.fail(f"guard failed: {err}", exits=1)
+    msg.info(
+        f"source dev F1: teacher {report.teacher_dev_f:.2f}, student {report.student_dev_f:.2f}; "
+        f"agreement on the target text {report.agreement_f:.2f}; largest class cosine {report.student_max_class_cosine:.4f}"
+    )
+    if report.trusted:
+        msg.good("the student passed every check")
+    else:
+        msg.warn("THE STUDENT SHOULD NOT BE TRUSTED:")
+        for problem in report.problems:
+            print(f"  - {problem}")
+    msg.info(f"package: the {chosen} ({package_choice})")
+    result = {**report.to_dict(), "teacher": str(teacher_path), "student": str(student_path),
+              "package_choice": package_choice, "chosen": chosen,
+              "chosen_path": str(student_path if chosen == "student" else teacher_path)}
+    atomic_write_text(output, json.dumps(result, indent=2))
+    msg.good(f"verdict: {output}")

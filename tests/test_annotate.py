@@ -1,0 +1,339 @@
+"""`annotate` and `pseudo-label --engine ray` (issue: corpora beyond one machine).
+
+Length-sorted batching; text, JSONL and Parquet inputs; the Parquet output of a maral
+pipeline (with scores) and of a plain spaCy pipeline (without); bad input lines; the
+local, multi-process and Ray engines giving the same rows; a killed run resuming; the
+teacher's soft labels from Ray actors bit-identical to the local engine's.
+
+The Ray tests run on a local Ray instance of 2 CPUs. Ray is an optional extra
+(spacy-maral[ray]); the Makefile installs it, and under CI a missing ray fails these
+tests instead of skipping them.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List
+
+import pyarrow
+import pyarrow.parquet as pq
+import pytest
+import spacy
+from spacy.tokens import DocBin
+
+from spacy_maral.annotate import (
+    EXIT_BAD_LINES, OUTPUT_SCHEMA, annotate, input_files, iter_partitions, iter_units, parse_partition,
+)
+from spacy_maral.batching import length_sorted_batches, pipe_length_sorted
+from spacy_maral.engines import make_engine
+from spacy_maral.pseudo_label import pseudo_label
+
+from conftest import TRAIN_SENTENCES
+
+if os.environ.get("CI"):
+    import ray  # noqa: F401  (CI installs the extra: a missing ray is a failure there)
+else:
+    ray = pytest.importorskip("ray")
+
+SENTENCES = [s for s, _ in TRAIN_SENTENCES]
+# lengths that vary a lot, so that length-sorting changes the batches
+CORPUS = [
+    SENTENCES[i % len(SENTENCES)] if i % 3 else " ".join(SENTENCES[: 1 + i % 5])
+    for i in range(40)
+]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def write_jsonl(path: Path, texts: List[str]) -> Path:
+    path.write_text("".join(json.dumps({"id": f"doc{i}", "text": t}) + "\n" for i, t in enumerate(texts)), encoding="utf8")
+    return path
+
+
+def table_of(output: Path) -> pyarrow.Table:
+    """The whole output, as pyarrow reads a directory of partitions."""
+    return pq.read_table(output)
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    """A local Ray instance with 2 CPUs for this module's tests (the engines reuse it)."""
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ruler_dir(tmp_path_factory) -> Path:
+    """A plain spaCy pipeline without scores: blank English with an entity_ruler."""
+    nlp = spacy.blank("en")
+    ruler = nlp.add_pipe("entity_ruler")
+    ruler.add_patterns([
+        {"label": "PER", "pattern": "Angela Merkel"}, {"label": "PER", "pattern": "John Smith"},
+        {"label": "LOC", "pattern": "Paris"}, {"label": "LOC", "pattern": "Berlin"},
+        {"label": "ORG", "pattern": "Siemens"}, {"label": "ORG", "pattern": "Google"},
+    ])
+    path = tmp_path_factory.mktemp("ruler") / "pipeline"
+    nlp.to_disk(path)
+    return path
+
+
+def run_annotate(model, corpus, out, engine="local", **kwargs):
+    options = {k: kwargs.pop(k) for k in ("n_process", "num_actors", "threads") if k in kwargs}
+    with make_engine(engine, model, **options) as workers:
+        return annotate(workers, corpus, out, progress=False, **kwargs)
+
+
+# ---------------------------------------------------------- length-sorted batching
+def test_length_sorted_batches_and_order_restored() -> None:
+    nlp = spacy.blank("en")
+    seen: List[List[int]] = []
+
+    class Recorder:
+        def __call__(self, doc):
+            return doc
+
+        def pipe(self, docs, batch_size=1000):
+            from spacy.util import minibatch
+
+            for batch in minibatch(docs, batch_size):
+                seen.append([len(d.text) for d in batch])
+                yield from batch
+
+    @spacy.Language.factory("record_batches")
+    def make_recorder(nlp, name):
+        return Recorder()
+
+    nlp.add_pipe("record_batches")
+    texts = ["a" * n for n in (5, 1, 9, 3, 3, 7, 2, 8, 4, 6)]
+    docs = list(pipe_length_sorted(nlp, texts, batch_size=3, buffer_size=0))
+    assert [d.text for d in docs] == texts  # the input order
+    assert seen == [[1, 2, 3], [3, 4, 5], [6, 7, 8], [9]]  # batches of similar length
+    # a buffer of 4: each buffer is sorted on its own, results still in input order
+    seen.clear()
+    assert [len(x) for x in pipe_length_sorted(nlp, texts, batch_size=2, buffer_size=4, transform=lambda d: d.text)] == [len(t) for t in texts]
+    assert seen == [[1, 3], [5, 9], [2, 3], [7, 8], [4, 6]]
+    assert [[len(t) for t in b] for b in length_sorted_batches(texts[:4], 2)] == [[1, 3], [5, 9]]
+
+
+# -------------------------------------------------------------------- inputs
+def test_inputs_text_jsonl_parquet_and_bad_lines(tmp_path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("Angela Merkel visited Paris .\n\n  \nSiemens in Berlin .\r\n", encoding="utf8")
+    (tmp_path / "in" / "b.jsonl").write_bytes(
+        b'{"text": "John Smith works for Google .", "id": 7}\n'
+        b'{"text": "half a line\n'
+        b'{"id": "x"}\n'
+        b'["a list"]\n'
+        b'{"text": 3}\n'
+        b'{"text": "caf\xe9 Paris"}\n'  # Latin-1, not UTF-8
+        b'{"text": "no id, Berlin ."}\n'
+    )
+    pq.write_table(pyarrow.table({"text": ["Paris .", None], "id": ["p1", "p2"]}), tmp_path / "in" / "c.parquet")
+    (tmp_path / "in" / "_ignored.txt").write_text("not read\n", encoding="utf8")
+    files = input_files(tmp_path / "in")
+    assert [(f.name, f.format) for f in files] == [("a.txt", "text"), ("b.jsonl", "jsonl"), ("c.parquet", "parquet")]
+    parts = list(iter_partitions(iter_units(files), 4))
+    assert [p.n_lines for p in parts] == [4, 4, 4, 1]  # every line counts, blank and bad ones too
+    records, bad = [], []
+    for part in parts:
+        r, b = parse_partition(part)
+        records += r
+        bad += b
+    assert [(r[0], r[1]) for r in records] == [
+        ("a.txt:1", "Angela Merkel visited Paris ."), ("a.txt:4", "Siemens in Berlin ."),
+        ("7", "John Smith works for Google ."), ("b.jsonl:7", "no id, Berlin ."), ("p1", "Paris ."),
+    ]
+    assert [(b.file, b.line) for b in bad] == [("b.jsonl", 2), ("b.jsonl", 3), ("b.jsonl", 4), ("b.jsonl", 5), ("b.jsonl", 6), ("c.parquet", 2)]
+    reasons = [b.reason for b in bad]
+    assert "invalid JSON" in reasons[0] and "no 'text' field" in reasons[1] and "not a JSON object" in reasons[2]
+    assert "not a string" in reasons[3] and "UTF-8" in reasons[4] and "null" in reasons[5]
+    assert str(bad[0]).startswith("b.jsonl, line 2: ") and str(bad[5]).startswith("c.parquet, row 2: ")
+
+
+# -------------------------------------------------------- a pipeline without scores
+def test_plain_pipeline_rows_and_null_scores(ruler_dir, tmp_path) -> None:
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)
+    stats = run_annotate(ruler_dir, corpus, tmp_path / "out", partition_size=7)
+    assert stats.documents == len(CORPUS) and stats.partitions_written == 6 and stats.bad_lines == 0
+    table = table_of(tmp_path / "out")
+    assert table.schema.remove_metadata() == OUTPUT_SCHEMA
+    nlp = spacy.load(ruler_dir)
+    expected = [
+        {"id": f"doc{i}", "start": e.start_char, "end": e.end_char, "text": e.text, "label": e.label_, "score": None}
+        for i, doc in enumerate(nlp.pipe(CORPUS)) for e in doc.ents
+    ]
+    assert table.to_pylist() == expected and len(expected) > 20
+    # the same corpus as text and as Parquet: the same entities
+    text = tmp_path / "corpus.txt"
+    text.write_text("\n".join(CORPUS) + "\n", encoding="utf8")
+    run_annotate(ruler_dir, text, tmp_path / "out-text", partition_size=100)
+    pq.write_table(pyarrow.table({"id": [f"doc{i}" for i in range(len(CORPUS))], "text": CORPUS}), tmp_path / "corpus.parquet")
+    run_annotate(ruler_dir, tmp_path / "corpus.parquet", tmp_path / "out-parquet", partition_size=9)
+    assert table_of(tmp_path / "out-parquet").to_pylist() == expected
+    from_text = table_of(tmp_path / "out-text").to_pylist()
+    assert [r["id"] for r in from_text][:2] == ["corpus.txt:1", "corpus.txt:1"]
+    assert [{**r, "id": None} for r in from_text] == [{**r, "id": None} for r in expected]
+
+
+# ------------------------------------------------------------ a maral pipeline
+def test_maral_pipeline_rows_with_scores(trained_dir, tmp_path) -> None:
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)
+    run_annotate(trained_dir, corpus, tmp_path / "out", partition_size=16, batch_size=4)
+    rows = table_of(tmp_path / "out").to_pylist()
+    nlp = spacy.load(trained_dir)
+    expected = []
+    for i, doc in enumerate(nlp.pipe(CORPUS, batch_size=4)):
+        group = doc.spans["maral"]
+        scores = {(s.start_char, s.end_char, s.label_): float(p) for s, p in zip(group, group.attrs["scores"])}
+        expected += [(f"doc{i}", e.start_char, e.end_char, e.text, e.label_, scores[(e.start_char, e.end_char, e.label_)]) for e in doc.ents]
+    assert len(rows) == len(expected) > 20
+    for row, (doc_id, start, end, text, label, score) in zip(rows, expected):
+        # batches differ (length-sorted vs arrival order): scores agree to float precision
+        assert (row["id"], row["start"], row["end"], row["text"], row["label"]) == (doc_id, start, end, text, label)
+        assert row["score"] == pytest.approx(score, rel=1e-4, abs=1e-6) and 0.0 < row["score"] <= 1.0
+        assert CORPUS[int(doc_id[3:])][start:end] == text
+
+
+# ------------------------------------------------------------- the engines agree
+def test_ray_and_local_processes_equal_the_local_engine(trained_dir, tmp_path, ray_instance) -> None:
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)
+    settings = dict(partition_size=7, batch_size=4)
+    local = run_annotate(trained_dir, corpus, tmp_path / "local", **settings)
+    on_ray = run_annotate(trained_dir, corpus, tmp_path / "ray", engine="ray", num_actors=2, **settings)
+    assert on_ray.engine == "ray" and on_ray.n_workers == 2 and len(on_ray.workers) == 2  # both actors worked
+    assert local.documents == on_ray.documents == len(CORPUS) and local.entities == on_ray.entities
+    reference = table_of(tmp_path / "local")
+    assert table_of(tmp_path / "ray").equals(reference)  # row for row, scores bit for bit
+    parts = sorted(p.name for p in (tmp_path / "local").glob("part-*.parquet"))
+    assert parts == sorted(p.name for p in (tmp_path / "ray").glob("part-*.parquet")) and len(parts) == 6
+    for name in parts:
+        assert pq.read_table(tmp_path / "ray" / name).equals(pq.read_table(tmp_path / "local" / name))
+    # two local worker processes: the same rows
+    two = run_annotate(trained_dir, corpus, tmp_path / "two", n_process=2, **settings)
+    assert two.n_workers == 2 and table_of(tmp_path / "two").equals(reference)
+
+
+def test_missing_ray_is_a_clear_error(trained_dir, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(ImportError, match=r"spacy-maral\[ray\]"):
+        with make_engine("ray", trained_dir):
+            pass
+
+
+# -------------------------------------------------------------- resume, bad lines
+def annotate_cmd(model: Path, corpus: Path, out: Path, *extra: str) -> List[str]:
+    return [sys.executable, "-m", "spacy_maral", "annotate", str(model), str(corpus), str(out), "--no-progress", *extra]
+
+
+def test_rerun_keeps_partitions_and_refuses_other_settings(ruler_dir, tmp_path) -> None:
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)
+    out = tmp_path / "out"
+    run_annotate(ruler_dir, corpus, out, partition_size=10)
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("part-*.parquet")}
+    reference = table_of(out)
+    (out / "part-00002.parquet").unlink()  # as if killed before its rename
+    again = run_annotate(ruler_dir, corpus, out, partition_size=10)
+    assert again.partitions_kept == 3 and again.partitions_written == 1 and again.documents == len(CORPUS)
+    after = {p.name: p.stat().st_mtime_ns for p in out.glob("part-*.parquet")}
+    assert {k: v for k, v in after.items() if k != "part-00002.parquet"} == {k: v for k, v in before.items() if k != "part-00002.parquet"}
+    assert table_of(out).equals(reference)
+    with pytest.raises(ValueError, match="partition_size"):
+        run_annotate(ruler_dir, corpus, out, partition_size=5)
+    write_jsonl(corpus, CORPUS[:-1])
+    with pytest.raises(ValueError, match="inputs"):
+        run_annotate(ruler_dir, corpus, out, partition_size=10)
+
+
+def test_bad_lines_are_reported_and_do_not_stop_the_run(ruler_dir, tmp_path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    lines = [json.dumps({"id": i, "text": t}) for i, t in enumerate(CORPUS[:6])]
+    lines[2] = '{"id": 2, "text": "Angela Merkel'  # cut short
+    lines[4] = json.dumps({"id": 4, "body": "Paris"})  # no "text"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf8")
+    out = tmp_path / "out"
+    proc = subprocess.run(annotate_cmd(ruler_dir, corpus, out, "--partition-size", "2"), env=ENV, capture_output=True, text=True)
+    assert proc.returncode == EXIT_BAD_LINES, proc.stderr
+    assert "corpus.jsonl, line 3: invalid JSON" in proc.stderr and "corpus.jsonl, line 5: no 'text' field" in proc.stderr
+    errors = [json.loads(l) for l in (out / "_errors.jsonl").read_text(encoding="utf8").splitlines()]
+    assert [(e["file"], e["line"]) for e in errors] == [("corpus.jsonl", 3), ("corpus.jsonl", 5)]
+    ids = sorted({r["id"] for r in table_of(out).to_pylist()})
+    nlp = spacy.load(ruler_dir)
+    assert ids == sorted(str(i) for i in (0, 1, 3, 5) if nlp(CORPUS[i]).ents)  # the others were annotated
+    summary = json.loads((out / "_summary.json").read_text(encoding="utf8"))
+    assert summary["bad_lines"] == 2 and summary["documents"] == 4 and summary["lines"] == 6
+    # tolerated: exit 0, same report
+    tolerant = subprocess.run(annotate_cmd(ruler_dir, corpus, tmp_path / "out2", "--partition-size", "2", "--max-bad-lines", "2"),
+                              env=ENV, capture_output=True, text=True)
+    assert tolerant.returncode == 0, tolerant.stderr
+    assert "2 bad input line(s) skipped" in tolerant.stderr
+
+
+def test_killed_ray_run_resumes(trained_dir, tmp_path) -> None:
+    """SIGKILL a Ray run (driver, its local Ray instance and actors) after its first
+    partition; the rerun keeps the finished partitions and ends with exactly the rows
+    of an uninterrupted local run, with no temporary files left."""
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS * 5)  # 200 documents
+    common = ["--partition-size", "10", "--batch-size", "4"]
+    reference = tmp_path / "reference"
+    subprocess.run(annotate_cmd(trained_dir, corpus, reference, *common), env=ENV, check=True, capture_output=True)
+    out = tmp_path / "out"
+    ray_args = [*common, "--engine", "ray", "--num-actors", "2"]
+    proc = subprocess.Popen(annotate_cmd(trained_dir, corpus, out, *ray_args), env=ENV, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 240
+        while not list(out.glob("part-*.parquet")) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and what it started in its session
+        proc.wait()
+    finished = sorted(p.name for p in out.glob("part-*.parquet"))
+    assert finished and len(finished) < 20, finished  # killed part-way
+    assert not (out / "_summary.json").exists()
+    for name in finished:
+        pq.read_table(out / name)  # complete and readable
+    rerun = subprocess.run(annotate_cmd(trained_dir, corpus, out, *ray_args), env=ENV, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    summary = json.loads((out / "_summary.json").read_text(encoding="utf8"))
+    assert summary["partitions_kept"] >= len(finished) and summary["documents"] == 200
+    assert f"{summary['partitions_kept']} kept from an earlier run" in rerun.stdout and "engine ray, 2 worker(s)" in rerun.stdout
+    assert not [p for p in out.iterdir() if p.name.startswith(".")], "temporary files left behind"
+    assert table_of(out).equals(table_of(reference))
+
+
+# ------------------------------------------------------- pseudo-label on Ray
+def test_pseudo_label_on_ray_is_bit_identical(trained_dir, tmp_path, ray_instance) -> None:
+    text = tmp_path / "target.txt"
+    text.write_text("\n".join(CORPUS) + "\n", encoding="utf8")
+    teacher = spacy.load(trained_dir)
+    local = pseudo_label(teacher, text, tmp_path / "local", batch_size=4, shard_size=12, progress=False)
+    with make_engine("ray", trained_dir, num_actors=2) as workers:
+        on_ray = pseudo_label(teacher, text, tmp_path / "ray", batch_size=4, shard_size=12, progress=False, engine=workers)
+    assert on_ray.shards_written == local.shards_written == 4 and on_ray.entities == local.entities
+    assert sum(local.entities.values()) > 0
+    shards = sorted(p.name for p in (tmp_path / "local").glob("shard-*.spacy"))
+    assert shards == sorted(p.name for p in (tmp_path / "ray").glob("shard-*.spacy"))
+    for name in shards:
+        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+    assert (tmp_path / "ray" / "summary.json").read_text() == (tmp_path / "local" / "summary.json").read_text()
+    docs = [d for name in shards for d in DocBin().from_disk(tmp_path / "local" / name).get_docs(teacher.vocab)]
+    assert [d.text for d in docs] == CORPUS  # the corpus order, whatever the batches
+
+
+def test_pseudo_label_command_with_the_ray_engine(trained_dir, tmp_path) -> None:
+    text = tmp_path / "target.txt"
+    text.write_text("\n".join(CORPUS[:12]) + "\n", encoding="utf8")
+    base = [sys.executable, "-m", "spacy_maral", "pseudo-label", str(trained_dir), str(text)]
+    subprocess.run([*base, str(tmp_path / "local"), "--shard-size", "5"], env=ENV, check=True, capture_output=True)
+    proc = subprocess.run([*base, str(tmp_path / "ray"), "--shard-size", "5", "--engine", "ray", "--num-actors", "2"],
+                          env=ENV, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "12 sentences (3 shards written" in proc.stdout and "engine: ray, 2 actors" in proc.stdout
+    for name in ("shard-00000.spacy", "shard-00001.spacy", "shard-00002.spacy"):
+        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()

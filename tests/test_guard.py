@@ -1,0 +1,113 @@
+"""The stage-2 guard: a student that should not be trusted is reported, not shipped."""
+import json
+import subprocess
+import sys
+
+import pytest
+import spacy
+import torch
+from spacy.tokens import DocBin
+
+from conftest import build_nlp, make_examples
+from spacy_maral.component import find_maral_ner
+from spacy_maral.guard import GuardThresholds, check_student, choose, target_agreement
+from spacy_maral.model import get_span_head
+
+
+@pytest.fixture(scope="module")
+def dev_docs(trained):
+    return [eg.reference for eg in trained.examples]
+
+
+@pytest.fixture(scope="module")
+def undertrained(tiny_encoder):
+    """A student initialized on the same data and never updated."""
+    nlp = build_nlp(tiny_encoder)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    return nlp
+
+
+@pytest.fixture
+def collapsed(trained_dir):
+    """The trained pipeline with a projection that sends every span to the same vector."""
+    nlp = spacy.load(trained_dir)
+    head = get_span_head(find_maral_ner(nlp).model)
+    last = head.projection[-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.copy_(torch.linspace(-1.0, 1.0, last.bias.shape[0]))
+    return nlp
+
+
+def test_a_student_equal_to_its_teacher_is_trusted(trained, trained_dir, dev_docs) -> None:
+    student = spacy.load(trained_dir)
+    texts = [d.text for d in dev_docs]
+    report = check_student(trained.nlp, student, dev_docs, texts)
+    assert report.trusted, report.problems
+    assert report.agreement_f == pytest.approx(100.0)
+    assert report.student_dev_f == pytest.approx(report.teacher_dev_f)
+    assert choose(report) == "student"
+
+
+def test_an_undertrained_student_is_not_trusted(trained, undertrained, dev_docs) -> None:
+    texts = [d.text for d in dev_docs]
+    report = check_student(trained.nlp, undertrained, dev_docs, texts)
+    assert not report.trusted
+    assert report.teacher_dev_f - report.student_dev_f > 15.0
+    assert any("undertrained" in p for p in report.problems)
+    assert any("agrees with the teacher" in p for p in report.problems)
+    assert choose(report) == "teacher"
+    assert choose(report, "student") == "student"
+    with pytest.raises(ValueError, match="package choice"):
+        choose(report, "best")
+
+
+def test_a_collapsed_student_is_not_trusted(trained, collapsed, dev_docs) -> None:
+    report = check_student(trained.nlp, collapsed, dev_docs, [d.text for d in dev_docs])
+    assert report.student_max_class_cosine > 0.999
+    assert any("collapsed" in p for p in report.problems)
+    assert choose(report) == "teacher"
+    # with the collapse check switched off it is the only problem that goes away
+    loose = check_student(trained.nlp, collapsed, dev_docs, [d.text for d in dev_docs],
+                          thresholds=GuardThresholds(max_class_cosine=1.01))
+    assert not any("collapsed" in p for p in loose.problems)
+
+
+def test_target_agreement_is_entity_f1_against_the_teacher(trained, undertrained, dev_docs) -> None:
+    texts = [d.text for d in dev_docs]
+    teacher_ents = sum(len(d.ents) for d in trained.nlp.pipe(texts))
+    assert teacher_ents > 0
+    assert target_agreement(trained.nlp, trained.nlp, texts) == pytest.approx(100.0)
+    # an empty student agrees on nothing
+    blank = spacy.blank("xx")
+    assert target_agreement(trained.nlp, blank, texts) == 0.0
+
+
+def test_guard_cli_and_export_package_the_teacher_when_the_student_fails(trained_dir, undertrained, dev_docs, tmp_path) -> None:
+    student_dir = tmp_path / "student"
+    undertrained.to_disk(student_dir)
+    dev = tmp_path / "dev.spacy"
+    DocBin(docs=dev_docs).to_disk(dev)
+    text = tmp_path / "target.txt"
+    text.write_text("\n".join(d.text for d in dev_docs) + "\n", encoding="utf8")
+    verdict_path = tmp_path / "guard.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "spacy_maral", "guard", str(trained_dir), str(student_dir), str(dev), str(text), "-o", str(verdict_path)],
+        check=True, capture_output=True, text=True,
+    )
+    assert "SHOULD NOT BE TRUSTED" in run.stdout
+    verdict = json.loads(verdict_path.read_text())
+    assert verdict["trusted"] is False and verdict["chosen"] == "teacher"
+    assert verdict["chosen_path"] == str(trained_dir)
+    out = tmp_path / "export"
+    subprocess.run(
+        [sys.executable, "-m", "spacy_maral", "export", str(student_dir), str(out), "--guard", str(verdict_path), "--lang", "de"],
+        check=True, capture_output=True, text=True,
+    )
+    exported = spacy.load(out)
+    teacher = spacy.load(trained_dir)
+    texts = [d.text for d in dev_docs]
+    assert [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in exported.pipe(texts)] == \
+        [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in teacher.pipe(texts)]
+    assert exported.config["nlp"]["tokenizer"]["lang"] == "de"

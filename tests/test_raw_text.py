@@ -1,0 +1,299 @@
+"""Raw text: detokenization, the language tokenizer, character-offset scoring, unreachable
+entities, and calibrated scores (issue: what users get from `nlp(text)`)."""
+import json
+import subprocess
+import sys
+
+import numpy
+import pytest
+import spacy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import softmax
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+from spacy.training import Example
+
+from spacy_maral.calibration import fit_temperature, reliability, tempered_scores
+from spacy_maral.component import find_maral_ner
+from spacy_maral.detokenize import detokenize, detokenized_spaces
+from spacy_maral.raw_text import RawSentence, char_prf, entity_logits, evaluate_raw_text, raw_sentences, unreachable
+from spacy_maral.tokenizer import set_tokenizer_lang, tokenizer_lang
+
+from conftest import predictions
+
+# ------------------------------------------------------------------ detokenize
+
+
+def test_detokenize_follows_prose_spacing() -> None:
+    words = ["Die", "SPD-Fraktion", "(", "Bonn", ")", "sagte", ",", "Merkel", "'s", "Plan", "sei", "gut", "."]
+    text, _ = detokenize(words)
+    assert text == "Die SPD-Fraktion (Bonn) sagte, Merkel's Plan sei gut."
+    assert detokenize(["¿", "Dónde", "está", "Madrid", "?"])[0] == "¿Dónde está Madrid?"
+    # quotes: no side is known, they stay spaced
+    assert detokenize(["er", "sagte", '"', "nein", '"', "."])[0] == 'er sagte " nein ".'
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "Bonn", ".", ",", "(", ")", "'s", "n't", "¿", '"', "-", "%", "x-y"]), min_size=1, max_size=12))
+def test_detokenize_offsets_point_at_the_tokens(words) -> None:
+    text, offsets = detokenize(words)
+    assert [text[s:e] for s, e in offsets] == words
+    assert not detokenized_spaces(words)[-1]
+
+
+def test_converter_writes_raw_text(tmp_path) -> None:
+    from spacy_maral.convert import read_conll
+
+    path = tmp_path / "x.conll"
+    path.write_text("Die O\nSPD-Fraktion B-ORG\n( O\nBonn B-LOC\n) O\ntagte O\n. O\n", encoding="utf8")
+    (doc,) = list(read_conll(path))
+    assert doc.text == "Die SPD-Fraktion (Bonn) tagte."
+    assert [(e.text, e.label_) for e in doc.ents] == [("SPD-Fraktion", "ORG"), ("Bonn", "LOC")]
+
+
+# ------------------------------------------------------------------ tokenizer
+
+
+def test_language_tokenizer_keeps_hyphenated_compounds() -> None:
+    text = "Die SPD-Fraktion in Baden-Württemberg tagte."
+    xx = spacy.blank("xx")
+    assert [t.text for t in xx(text)] == ["Die", "SPD", "-", "Fraktion", "in", "Baden", "-", "Württemberg", "tagte", "."]
+    de = set_tokenizer_lang(spacy.blank("xx"), "de")
+    assert [t.text for t in de(text)] == ["Die", "SPD-Fraktion", "in", "Baden-Württemberg", "tagte", "."]
+    assert de.lang == "xx" and tokenizer_lang(de) == "de"
+
+
+def test_language_tokenizer_round_trip_to_disk(tmp_path) -> None:
+    nlp = set_tokenizer_lang(spacy.blank("xx"), "de")
+    nlp.to_disk(tmp_path / "p")
+    loaded = spacy.load(tmp_path / "p")
+    assert loaded.config["nlp"]["tokenizer"] == {"@tokenizers": "spacy_maral.tokenizer.v1", "lang": "de"}
+    assert [t.text for t in loaded("SPD-Fraktion tagte.")] == ["SPD-Fraktion", "tagte", "."]
+    # from config alone (no tokenizer files): the rules are rebuilt from the language
+    fresh = spacy.util.load_model_from_config(loaded.config, auto_fill=True)
+    assert [t.text for t in fresh("SPD-Fraktion tagte.")] == ["SPD-Fraktion", "tagte", "."]
+
+
+def test_language_tokenizer_refuses_non_rule_based_languages() -> None:
+    with pytest.raises(ValueError, match="'zh'"):
+        set_tokenizer_lang(spacy.blank("xx"), "zh")
+
+
+def test_trained_pipeline_keeps_its_tokenizer_through_disk(trained, tmp_path) -> None:
+    nlp = trained.nlp
+    before = tokenizer_lang(nlp)
+    try:
+        set_tokenizer_lang(nlp, "de")
+        nlp.to_disk(tmp_path / "p")
+    finally:
+        set_tokenizer_lang(nlp, before)
+    loaded = spacy.load(tmp_path / "p")
+    assert tokenizer_lang(loaded) == "de"
+    assert len(loaded("Baden-Württemberg")) == 1
+
+
+# ------------------------------------------------------------ character scoring
+
+
+def _ruler_pipeline(lang: str, patterns) -> Language:
+    nlp = spacy.blank("xx")
+    if lang != "xx":
+        set_tokenizer_lang(nlp, lang)
+    ruler = nlp.add_pipe("entity_ruler")
+    ruler.add_patterns(patterns)
+    return nlp
+
+
+def _gold_doc(words, ents, spaces=None) -> Doc:
+    doc = Doc(spacy.blank("xx").vocab, words=words, spaces=spaces)
+    doc.ents = [Span(doc, s, e, label=label) for s, e, label in ents]
+    return doc
+
+
+def test_char_prf_counts_a_split_token_entity_as_false_positive() -> None:
+    gold = [[(4, 16, "ORG"), (20, 24, "LOC")]]
+    predicted = [[(4, 7, "ORG"), (20, 24, "LOC"), (30, 33, "PER")]]
+    r = char_prf(gold, predicted)
+    assert (r["tp"], r["fp"], r["fn"]) == (1, 2, 1)
+    assert r["ents_p"] == pytest.approx(1 / 3)
+    assert r["ents_r"] == pytest.approx(1 / 2)
+    assert r["ents_f"] == pytest.approx(2 * (1 / 3) * (1 / 2) / (1 / 3 + 1 / 2))
+    assert r["ents_per_type"]["LOC"] == {"p": 1.0, "r": 1.0, "f": 1.0}
+    assert r["ents_per_type"]["ORG"] == {"p": 0.0, "r": 0.0, "f": 0.0}
+
+
+def test_raw_text_scoring_with_a_token_split_unlike_spacys_scorer() -> None:
+    """The xx rules split `SPD-Fraktion`; a ruler tagging `SPD` predicts an entity that
+    cuts through the gold token. spaCy's scorer drops it; the raw-text score counts it."""
+    gold = _gold_doc(["Die", "SPD-Fraktion", "tagte", "in", "Bonn", "."], [(1, 2, "ORG"), (4, 5, "LOC")])
+    nlp = _ruler_pipeline("xx", [{"label": "ORG", "pattern": "SPD"}, {"label": "LOC", "pattern": "Bonn"}])
+    raw = evaluate_raw_text(nlp, [gold])
+    assert (raw["tp"], raw["fp"], raw["fn"]) == (1, 1, 1)
+    assert raw["ents_p"] == pytest.approx(0.5)
+    # spaCy's scorer on the same text: the cut-through entity is not counted at all
+    example = Example(nlp(gold.text), gold)
+    assert nlp.get_pipe("entity_ruler").score([example])["ents_p"] == pytest.approx(1.0)
+    # with German rules the token stays whole, the ruler can't cut it: no false positive
+    raw_de = evaluate_raw_text(_ruler_pipeline("de", [{"label": "LOC", "pattern": "Bonn"}]), [gold])
+    assert (raw_de["tp"], raw_de["fp"], raw_de["fn"]) == (1, 0, 1)
+
+
+def test_unreachable_counts_misaligned_and_too_wide_entities() -> None:
+    sentences = [
+        RawSentence("SPD-Chef kam.", [(0, 3, "ORG")]),  # a boundary inside "SPD-Chef" (de rules)
+        RawSentence("the bank of the united states of america.", [(4, 40, "ORG")]),  # 7 tokens
+        RawSentence("Paris is big.", [(0, 5, "LOC")]),
+    ]
+    de = set_tokenizer_lang(spacy.blank("xx"), "de")
+    r = unreachable(de, sentences, max_width=5)
+    assert (r["entities"], r["misaligned"], r["too_wide"], r["unreachable"]) == (3, 1, 1, 2)
+    assert r["recall_ceiling"] == pytest.approx(1 / 3)
+    assert r["too_wide_by_label"] == {"ORG": 1}
+    # with xx rules "SPD" is its own token: only the wide one is lost; no width limit: none
+    assert unreachable(spacy.blank("xx"), sentences, max_width=5)["unreachable"] == 1
+    assert unreachable(spacy.blank("xx"), sentences, max_width=7)["unreachable"] == 0
+
+
+def test_raw_sentences_char_offsets_from_gold_tokens() -> None:
+    doc = _gold_doc(["Die", "SPD-Fraktion", "(", "Bonn", ")", "."], [(1, 2, "ORG"), (3, 4, "LOC")])
+    (sentence,) = raw_sentences([doc])
+    assert sentence.text == "Die SPD-Fraktion (Bonn)."
+    assert [sentence.text[s:e] for s, e, _ in sentence.gold] == ["SPD-Fraktion", "Bonn"]
+
+
+# ----------------------------------------------------------------- calibration
+
+
+def test_reliability_hand_computed() -> None:
+    r = reliability([0.95, 0.95, 0.15, 0.15, 0.55], [True, False, False, False, True])
+    # bins: (0.9,1]: 2 entities, accuracy .5, mean .95; (0.1,.2]: 2, accuracy 0, mean .15;
+    # (0.5,0.6]: 1, accuracy 1, mean .55
+    assert r["ece"] == pytest.approx(0.45 * 2 / 5 + 0.15 * 2 / 5 + 0.45 * 1 / 5)
+    assert r["precision_at_0.9"] == pytest.approx(0.5) and r["count_at_0.9"] == 2
+    assert r["precision_at_0.5"] == pytest.approx(2 / 3) and r["count_at_0.5"] == 3
+    assert [b["count"] for b in r["bins"]] == [0, 2, 0, 0, 0, 1, 0, 0, 0, 2]
+
+
+def test_fit_temperature_recovers_the_generating_temperature() -> None:
+    rng = numpy.random.default_rng(0)
+    logits = rng.normal(0, 3, size=(20000, 5))
+    classes = logits.argmax(axis=1)
+    true_t = 2.5
+    p = softmax(logits / true_t, axis=1)[numpy.arange(20000), classes]
+    correct = rng.random(20000) < p
+    t = fit_temperature(logits, classes, correct)
+    assert t == pytest.approx(true_t, rel=0.1)
+    # calibrated scores have a small ECE, the raw ones (T = 1) a large one
+    assert reliability(tempered_scores(logits, classes, t), correct)["ece"] < 0.02
+    assert reliability(tempered_scores(logits, classes, 1.0), correct)["ece"] > 0.1
+
+
+def test_score_temperature_is_applied_stored_and_leaves_predictions(trained, tmp_path) -> None:
+    nlp = trained.nlp
+    ner = find_maral_ner(nlp)
+    texts = [" ".join(t for t in eg.reference.text.split()) for eg in trained.examples]
+    base = predictions(nlp, texts)
+    docs = [nlp.make_doc(t) for t in texts]
+    nlp.get_pipe("transformer").set_annotations(docs, nlp.get_pipe("transformer").predict(docs))
+    raw = ner.model.predict(docs)
+    logits = ner.model.ops.to_numpy(raw.logits) + ner.inference_tau * ner.loss.log_prior[None, :]
+    rows = {(int(d), int(s), int(e)): i for i, (d, s, e) in enumerate(raw.spans.tolist())}
+    try:
+        ner.score_temperature = 3.0
+        hot = predictions(nlp, texts)
+        nlp.to_disk(tmp_path / "p")
+    finally:
+        ner.score_temperature = 1.0
+    for i, ((ents, spans, scores), (ents_t, spans_t, scores_t)) in enumerate(zip(base, hot)):
+        assert ents == ents_t and spans == spans_t  # the same entities
+        for (s, e, label), score in zip(spans_t, scores_t):
+            row = logits[rows[(i, s, e)]]
+            expected = softmax(row / 3.0)[ner.classes.index(label)]
+            assert score == pytest.approx(expected, rel=1e-4)
+            assert score != pytest.approx(softmax(row)[ner.classes.index(label)], rel=1e-3)
+    loaded = spacy.load(tmp_path / "p")
+    assert find_maral_ner(loaded).score_temperature == 3.0
+    again = predictions(loaded, texts)
+    for (_, _, a), (_, _, b) in zip(hot, again):
+        numpy.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+def test_score_temperature_must_be_positive(trained) -> None:
+    with pytest.raises(ValueError, match="score_temperature"):
+        find_maral_ner(trained.nlp).score_temperature = 0.0
+
+
+def test_entity_logits_match_the_predicted_entities(trained) -> None:
+    nlp = trained.nlp
+    docs = [eg.reference for eg in trained.examples]
+    logits, classes, correct = entity_logits(nlp, docs)
+    raw = evaluate_raw_text(nlp, docs)
+    # one row per predicted entity, and the same exact-match count as the raw-text score
+    assert logits.shape[0] == raw["tp"] + raw["fp"]
+    assert int(correct.sum()) == raw["tp"]
+    assert raw["calibration"]["n"] == logits.shape[0]
+
+
+def test_calibrate_cli_stores_the_temperature(trained_dir, trained, tmp_path) -> None:
+    from spacy.tokens import DocBin
+
+    dev = tmp_path / "dev.spacy"
+    DocBin(docs=[eg.reference for eg in trained.examples]).to_disk(dev)
+    out = tmp_path / "calibrated"
+    report = tmp_path / "cal.json"
+    subprocess.run(
+        [sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--output", str(out), "--report", str(report)],
+        check=True, capture_output=True, text=True,
+    )
+    result = json.loads(report.read_text())
+    assert find_maral_ner(spacy.load(out)).score_temperature == pytest.approx(result["temperature"])
+    assert result["after"]["ece"] <= result["before"]["ece"] + 1e-9
+    # the source pipeline is untouched
+    assert find_maral_ner(spacy.load(trained_dir)).score_temperature == 1.0
+
+
+# ------------------------------------------- training and labelling on raw text
+
+
+def test_adaptation_corpus_tokenizes_source_raw_text_with_source_rules(tmp_path) -> None:
+    from spacy.tokens import DocBin
+
+    from spacy_maral.readers import create_adaptation_corpus, is_target
+
+    source = _gold_doc(["Die", "SPD-Fraktion", "tagte", "."], [(1, 2, "ORG")], spaces=[True, True, False, False])
+    target = Doc(source.vocab, words=["Baden-Württemberg", "ist", "schön"])
+    DocBin(docs=[source]).to_disk(tmp_path / "s.spacy")
+    DocBin(docs=[target]).to_disk(tmp_path / "t.spacy")
+    nlp = spacy.blank("xx")  # the pipeline's own rules split hyphens
+    tokens = {}
+    for name, kwargs in {"gold": {}, "xx": {"gold_preproc": False}, "de": {"gold_preproc": False, "source_lang": "de"}}.items():
+        reader = create_adaptation_corpus(tmp_path / "s.spacy", tmp_path / "t.spacy", 1, 1, **kwargs)
+        examples = list(reader(nlp))
+        src = [eg for eg in examples if not is_target(eg)][0]
+        tgt = [eg for eg in examples if is_target(eg)][0]
+        tokens[name] = [t.text for t in src.predicted]
+        assert [t.text for t in tgt.predicted] == ["Baden-Württemberg", "ist", "schön"]  # the teacher's tokens
+        if name == "de":
+            assert [(e.start, e.end, e.label_) for e in src.get_aligned_spans_y2x(src.reference.ents)] == [(1, 2, "ORG")]
+    assert tokens["gold"] == ["Die", "SPD-Fraktion", "tagte", "."]
+    assert tokens["xx"] == ["Die", "SPD", "-", "Fraktion", "tagte", "."]
+    assert tokens["de"] == ["Die", "SPD-Fraktion", "tagte", "."]
+
+
+def test_pseudo_label_input_is_tokenized_from_raw_text(tmp_path) -> None:
+    from spacy_maral.pseudo_label import iter_target_docs
+
+    path = tmp_path / "t.conll"
+    path.write_text("Baden-Württemberg B-LOC\nwählt O\n( O\nCDU-Chef B-PER\n) O\n", encoding="utf8")
+    xx = spacy.blank("xx")
+    (doc,) = list(iter_target_docs(path, xx))
+    assert doc.text == "Baden-Württemberg wählt (CDU-Chef)"
+    assert [t.text for t in doc] == ["Baden", "-", "Württemberg", "wählt", "(", "CDU", "-", "Chef", ")"]
+    # the tags (diagnostics only) move with the characters
+    assert [(e.text, e.label_) for e in doc.ents] == [("Baden-Württemberg", "LOC"), ("CDU-Chef", "PER")]
+    (kept,) = list(iter_target_docs(path, xx, gold_tokens=True))
+    assert [t.text for t in kept] == ["Baden-Württemberg", "wählt", "(", "CDU-Chef", ")"]
+    de = set_tokenizer_lang(spacy.blank("xx"), "de")
+    (doc_de,) = list(iter_target_docs(path, de))
+    assert [t.text for t in doc_de] == ["Baden-Württemberg", "wählt", "(", "CDU-Chef", ")"]
