@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -110,15 +110,48 @@ def bare_encoder_forward(nlp, texts: List[str], batch_size: int, sort: bool):
 
     trf = nlp.get_pipe("transformer").model
     model, tokenizer = trf.transformer, trf.tokenizer
-    model.eval()
     order = length_order(texts) if sort else list(range(len(texts)))
     batches = [[texts[i] for i in order[s : s + batch_size]] for s in range(0, len(order), batch_size)]
 
     def run() -> None:
+        model.eval()  # thinc's predict puts the model back in train mode (dropout) after each call
         with torch.inference_mode():
             for batch in batches:
                 enc = tokenizer(batch, padding="longest", truncation=True, max_length=512, return_tensors="pt")
                 model(**enc)
+
+    return run
+
+
+def without_encoder_forward(nlp, texts: List[str], batch_size: int):
+    """A function that runs the pipeline over length-sorted batches with the encoder's
+    forward pass replaced by zeros: the host-side work alone (spaCy tokenization, the
+    word-piece tokenizer and alignment, the span head, decoding). On a GPU the forward
+    pass leaves the CPU; this is the CPU work per sentence that remains.
+
+    nlp (Language): the pipeline.
+    texts (List[str]): the sentences.
+    batch_size (int): sentences per batch.
+    """
+    import torch
+    from transformers.modeling_outputs import BaseModelOutput
+
+    from spacy_maral.annotate import default_scores_key, entity_rows
+    from spacy_maral.batching import pipe_length_sorted
+
+    model = nlp.get_pipe("transformer").model.transformer
+    width = model.config.hidden_size
+    key = default_scores_key(nlp)
+
+    def stub(input_ids=None, attention_mask=None, **kwargs):
+        return BaseModelOutput(last_hidden_state=torch.zeros(*input_ids.shape, width))
+
+    def run() -> None:
+        model.forward = stub
+        try:
+            list(pipe_length_sorted(nlp, texts, batch_size=batch_size, buffer_size=0, transform=lambda d: entity_rows(d, key)))
+        finally:
+            del model.forward  # back to the class's forward
 
     return run
 
@@ -157,6 +190,7 @@ def part1(pipeline: Path, sentences: List[List[str]], batch_size: int, work: Pat
         "bare encoder, length-sorted": bare_encoder_forward(nlp, texts, batch_size, sort=True),
         "annotate worker (length-sorted nlp.pipe)": lambda: annotate_records(nlp, records, batch_size=batch_size),
         "annotate, local engine end to end (JSONL -> Parquet)": end_to_end,
+        "host-side work alone (annotate worker, encoder forward stubbed)": without_encoder_forward(nlp, texts, batch_size),
     }
     for _ in nlp.pipe(texts[:batch_size], batch_size=batch_size):  # warm-up
         pass
@@ -209,30 +243,35 @@ print(json.dumps({{"startup_s": round(startup, 1), **stats.to_dict()}}))
     }
 
 
-def part2(pipeline: Path, sentences: List[List[str]], batch_size: int, partition_size: int, work: Path, with_ray: bool) -> List[Dict[str, object]]:
+def part2(pipeline: Path, sentences: List[List[str]], batch_size: int, partition_size: int, work: Path, with_ray: bool,
+          only: Optional[List[str]] = None) -> List[Dict[str, object]]:
     """Engines on this machine's CPUs: local 1 process (all threads, 1 thread), local
-    N processes, Ray 1 and 2 actors."""
+    N processes, Ray 1 and 2 actors; `only` keeps the runs with these keys
+    (local-threads, local-1, local-n, ray-1, ray-2)."""
     import pyarrow.parquet as pq
 
     n_cpu = os.cpu_count() or 1
     corpus = work / "part2.jsonl"
     corpus.write_text("".join(json.dumps({"id": i, "text": " ".join(w)}) + "\n" for i, w in enumerate(sentences)), encoding="utf8")
     runs = [
-        ("local", {"threads": 0}, f"local, 1 process, {n_cpu} threads"),
-        ("local", {"threads": 1}, "local, 1 process, 1 thread"),
-        ("local", {"n_process": n_cpu, "threads": 1}, f"local, {n_cpu} processes x 1 thread"),
+        ("local-threads", "local", {"threads": 0}, f"local, 1 process, {n_cpu} threads"),
+        ("local-1", "local", {"threads": 1}, "local, 1 process, 1 thread"),
+        ("local-n", "local", {"n_process": n_cpu, "threads": 1}, f"local, {n_cpu} processes x 1 thread"),
     ]
     if with_ray:
         runs += [
-            ("ray", {"num_actors": 1, "cpus_per_actor": 1}, "ray, 1 actor x 1 CPU"),
-            ("ray", {"num_actors": min(2, n_cpu), "cpus_per_actor": 1}, f"ray, {min(2, n_cpu)} actors x 1 CPU"),
+            ("ray-1", "ray", {"num_actors": 1, "cpus_per_actor": 1}, "ray, 1 actor x 1 CPU"),
+            ("ray-2", "ray", {"num_actors": min(2, n_cpu), "cpus_per_actor": 1}, f"ray, {min(2, n_cpu)} actors x 1 CPU"),
         ]
+    runs = [(engine, options, name) for key, engine, options, name in runs if not only or key in only]
     results = []
     reference = None
     for engine, options, name in runs:
         out = work / f"part2-{len(results)}"
+        load_before = os.getloadavg()[0]
         row = part2_run(pipeline, corpus, out, engine, batch_size, partition_size, **options)
         row["name"] = name
+        row["load_1min_before_after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
         table = pq.read_table(out)
         if reference is None:
             reference = table
@@ -255,8 +294,9 @@ def main() -> None:
     parser.add_argument("--partition-size", type=int, default=200, help="part 2: partition size")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3, help="part 1: interleaved repeats (best reported)")
-    parser.add_argument("--skip-part1", action="store_true")
+    parser.add_argument("--skip-part1", action="store_true", help="only part 2 (engines)")
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--only", default="", help="part 2: comma-separated runs (local-threads,local-1,local-n,ray-1,ray-2)")
     parser.add_argument("--output", type=Path, default=REPO / "runs" / "annotate_throughput.json")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -270,6 +310,10 @@ def main() -> None:
         "pipeline": str(args.pipeline), "corpus": str(args.conll), "batch_size": args.batch_size,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "uptime_before": uptime(),
     }
+    if args.skip_part1 and args.output.exists():  # keep the earlier run's part 1
+        earlier = json.loads(args.output.read_text(encoding="utf8"))
+        if "part1" in earlier:
+            report["part1"] = {**earlier["part1"], "from_earlier_run": earlier.get("uptime_before")}
     if not args.skip_part1:
         sentences = read_conll_sentences(args.conll, args.sentences)
         report["part1"] = {"sentences": len(sentences), "words": sum(map(len, sentences)), "threads": 1,
@@ -280,7 +324,8 @@ def main() -> None:
             print(f"  {name}: {row['words_per_second']} words/s ({row['x_bare_sorted']}x bare sorted)", flush=True)
     sentences = read_conll_sentences(args.conll, args.engine_sentences)
     report["part2"] = {"sentences": len(sentences), "partition_size": args.partition_size,
-                       "results": part2(args.pipeline, sentences, args.batch_size, args.partition_size, work, not args.no_ray)}
+                       "results": part2(args.pipeline, sentences, args.batch_size, args.partition_size, work, not args.no_ray,
+                                        [x for x in args.only.split(",") if x])}
     report["uptime_after"] = uptime()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2), encoding="utf8")
@@ -299,12 +344,12 @@ def markdown(report: Dict[str, object]) -> str:
         lines.append("")
     p2 = report["part2"]
     lines += [f"Part 2: {p2['sentences']} sentences, partitions of {p2['partition_size']}", "",
-              "| engine | workers | sentences/s | x local 1 process | sentences per worker CPU-second | peak RSS per worker (MB) | RSS after (MB) | start-up (s) | rows equal |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| engine | workers | sentences/s | x local 1 process | sentences per worker CPU-second | peak RSS per worker (MB) | RSS after (MB) | start-up (s) | rows equal | load (1 min) before, after |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in p2["results"]:
         lines.append(f"| {row['name']} | {row['workers']} | {row['sentences_per_second']} | {row['x_local_1_process']} | {row['sentences_per_cpu_second']} | "
                      f"{', '.join(str(round(x)) for x in row['peak_rss_mb_per_worker'])} | "
-                     f"{', '.join(str(round(x)) for x in row['rss_mb_per_worker_after'])} | {row['startup_s']} | {row['rows_equal_to_first']} |")
+                     f"{', '.join(str(round(x)) for x in row['rss_mb_per_worker_after'])} | {row['startup_s']} | {row['rows_equal_to_first']} | {row['load_1min_before_after'][0]}, {row['load_1min_before_after'][1]} |")
     lines += ["", f"load before: {report['uptime_before']}", f"load after: {report['uptime_after']}"]
     return "\n".join(lines)
 

@@ -7,7 +7,7 @@ Input: a file or a directory of files (read in sorted order), each one of
 - Parquet (.parquet): a string column "text" and optionally "id"; id "FILE:ROW".
 
 The input's lines (Parquet: rows), blank and bad ones included, are cut into partitions
-of `partition_size`; partition i is written to OUTPUT/part-0000i.parquet, one row per
+of `partition_size`; partition i is written to OUTPUT/part-{i:06d}.parquet, one row per
 entity: id, start and end (character offsets in the text), text, label, score (the
 probability stored in doc.spans[scores_key].attrs["scores"], e.g. maral_ner's
 doc.spans["maral"]; null when the pipeline stores none). Each file is written under a
@@ -23,7 +23,6 @@ counts, OUTPUT/_manifest.json what the output was made from (a rerun with other 
 files, partition size, model or fields is refused rather than mixed in).
 """
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from itertools import islice
@@ -100,7 +99,7 @@ class BadLine:
 class Partition:
     """A partition of the input: `n_lines` consecutive lines, as read.
 
-    index (int): its number (output file part-{index:05d}.parquet).
+    index (int): its number (output file part-{index:06d}.parquet).
     units (List[Tuple[InputFile, int, Any]]): (file, 1-based line, raw content) of each
         line: the bytes of a text or JSONL line, the (id, text) of a Parquet row.
     """
@@ -388,13 +387,14 @@ def annotate_records(
 
 # ---------------------------------------------------------- the driver side
 def partition_path(output_dir: Path, index: int) -> Path:
-    """OUTPUT/part-{index:05d}.parquet."""
-    return Path(output_dir) / f"part-{index:05d}.parquet"
+    """OUTPUT/part-{index:06d}.parquet (six digits: names sort in partition order up to
+    a million partitions)."""
+    return Path(output_dir) / f"part-{index:06d}.parquet"
 
 
 def errors_path(output_dir: Path, index: int) -> Path:
-    """The bad lines of one partition: OUTPUT/_part-{index:05d}.errors.jsonl."""
-    return Path(output_dir) / f"_part-{index:05d}.errors.jsonl"
+    """The bad lines of one partition: OUTPUT/_part-{index:06d}.errors.jsonl."""
+    return Path(output_dir) / f"_part-{index:06d}.errors.jsonl"
 
 
 def write_partition(output_dir: Path, index: int, table: pyarrow.Table, meta: Dict[str, Any], bad: Sequence[BadLine]) -> None:
@@ -562,9 +562,9 @@ def annotate(
             note_bad(bad)
             write_partition(output_dir, meta["partition"], result["table"], _public(meta), bad)
             finish(meta, kept=False)
-            stats.workers[str(result["pid"])] = max(stats.workers.get(str(result["pid"]), 0.0), result["peak_rss_mb"])
-            stats.workers_rss[str(result["pid"])] = result["rss_mb"]
             pid = str(result["pid"])
+            stats.workers[pid] = max(stats.workers.get(pid, 0.0), result["peak_rss_mb"])
+            stats.workers_rss[pid] = result["rss_mb"]
             stats.workers_cpu_s[pid] = round(stats.workers_cpu_s.get(pid, 0.0) + result["cpu_seconds"], 2)
     finally:
         bar.close()

@@ -52,7 +52,7 @@ class RayEngine:
 
     spec (WorkerSpec): how each actor loads the pipeline (threads 0 = cpus_per_actor).
     address (Optional[str]): the cluster ("auto": the one `ray start` runs on this
-        machine; "ray://host:10001": a remote one); None starts a local Ray instance
+        machine); None starts a local Ray instance
         with `num_cpus` CPUs for this run and stops it at the end. If Ray is already
         initialised in this process, that instance is used.
     num_actors (int): actors (0 = as many as the cluster's free CPUs, or GPUs, allow).
@@ -117,6 +117,12 @@ class RayEngine:
                     f"the Ray cluster has no room for one actor of {self.cpus_per_actor} CPU(s) and "
                     f"{self.gpus_per_actor} GPU(s) (available: {ray.available_resources()})"
                 )
+            fit = self._actors_that_fit(ray.cluster_resources())
+            if n > fit:
+                logger.warning(
+                    "%d actors asked for, the cluster has room for %d: the others wait until an autoscaler adds nodes",
+                    n, fit,
+                )
             actor_class = ray.remote(_Actor).options(
                 num_cpus=self.cpus_per_actor, num_gpus=self.gpus_per_actor,
                 max_restarts=self.max_retries, max_task_retries=self.max_retries,
@@ -172,7 +178,14 @@ class RayEngine:
             for ref in done:
                 actor_index, key = running.pop(ref)
                 load[actor_index] -= 1
-                yield key, ray.get(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayError as err:  # a worker raised, or died past its restarts
+                    raise RuntimeError(
+                        f"a Ray actor failed ({type(err).__name__}); finished partitions are kept, "
+                        f"run the command again to resume: {err}"
+                    ) from err
+                yield key, result
 
         for key, payload in items:
             while min(load.values()) >= self.in_flight_per_actor:

@@ -237,11 +237,11 @@ def test_rerun_keeps_partitions_and_refuses_other_settings(ruler_dir, tmp_path) 
     run_annotate(ruler_dir, corpus, out, partition_size=10)
     before = {p.name: p.stat().st_mtime_ns for p in out.glob("part-*.parquet")}
     reference = table_of(out)
-    (out / "part-00002.parquet").unlink()  # as if killed before its rename
+    (out / "part-000002.parquet").unlink()  # as if killed before its rename
     again = run_annotate(ruler_dir, corpus, out, partition_size=10)
     assert again.partitions_kept == 3 and again.partitions_written == 1 and again.documents == len(CORPUS)
     after = {p.name: p.stat().st_mtime_ns for p in out.glob("part-*.parquet")}
-    assert {k: v for k, v in after.items() if k != "part-00002.parquet"} == {k: v for k, v in before.items() if k != "part-00002.parquet"}
+    assert {k: v for k, v in after.items() if k != "part-000002.parquet"} == {k: v for k, v in before.items() if k != "part-000002.parquet"}
     assert table_of(out).equals(reference)
     with pytest.raises(ValueError, match="partition_size"):
         run_annotate(ruler_dir, corpus, out, partition_size=5)

@@ -61,8 +61,8 @@ Blackburn NNP I-NP I-PER
 
 def test_conll_four_columns(tmp_path: Path) -> None:
     docs, stats = read(write(tmp_path, "a.conll", CONLL))
-    assert [d.text for d in docs] == ["EU rejects German call .", "Peter Blackburn"]
-    assert [t.whitespace_ for t in docs[0]] == [" "] * 4 + [""]
+    assert [d.text for d in docs] == ["EU rejects German call.", "Peter Blackburn"]  # prose spacing
+    assert [t.whitespace_ for t in docs[0]] == [" "] * 3 + ["", ""]  # no space before the full stop
     assert ents(docs[0]) == [(0, 1, "ORG"), (2, 3, "MISC")]
     assert ents(docs[1]) == [(0, 2, "PER")]
     assert all(t.ent_iob_ in ("B", "I", "O") for d in docs for t in d)  # no missing values
@@ -301,7 +301,7 @@ def test_convert_file_writes_a_docbin(tmp_path: Path) -> None:
     stats = convert_file(write(tmp_path, "a.conll", CONLL), out)
     assert out.exists() and [p.name for p in out.parent.iterdir()] == ["train.spacy"]
     docs = list(DocBin().from_disk(out).get_docs(Vocab()))
-    assert [d.text for d in docs] == ["EU rejects German call .", "Peter Blackburn"]
+    assert [d.text for d in docs] == ["EU rejects German call.", "Peter Blackburn"]  # prose spacing
     assert ents(docs[1]) == [(0, 2, "PER")]
     assert stats.written is not None
     assert (stats.written.sentences, stats.written.tokens, dict(stats.written.entities)) == (

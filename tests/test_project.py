@@ -17,6 +17,7 @@ from spacy.training import Example
 
 from conftest import REPO
 from spacy_maral.report import format_table, render_predictions, write_predictions_page
+from spacy_maral.tokenizer import set_tokenizer_lang
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -148,10 +149,19 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
     for path in [
         "corpus/en-train.spacy", "corpus/en-dev.spacy", "corpus/de-test.spacy", "corpus/de-pseudo/summary.json",
         "training/teacher/model-best", "training/adapt-de/model-best", "training/adapt-de/diagnostics.jsonl",
-        "metrics/de-test.json", "metrics/de-predictions.html",
+        "metrics/de-test.json", "metrics/de-predictions.html", "metrics/de-guard.json",
+        "training/teacher/calibration.json", "training/adapt-de/calibration.json",
     ]:
         assert (project / path).exists(), path
     check_evaluate_metrics(project)
+    # the calibrated temperatures are stored in the pipelines
+    for run in ("teacher", "adapt-de"):
+        calibration = json.loads((project / f"training/{run}/calibration.json").read_text())
+        stored = json.loads((project / f"training/{run}/model-best/maral_ner/cfg").read_text())
+        assert stored["score_temperature"] == pytest.approx(calibration["temperature"])
+    # teacher and student tokenize with the source and target rules
+    assert spacy.load(project / "training/teacher/model-best").config["nlp"]["tokenizer"]["lang"] == "en"
+    assert spacy.load(project / "training/adapt-de/model-best").config["nlp"]["tokenizer"]["lang"] == "de"
     summary = json.loads((project / "corpus/de-pseudo/summary.json").read_text())
     assert summary["sentences"] == 400  # sample/de/train.txt, one sentence a line
     dist = project / "packages" / "xx_maral_ner-0.1.0" / "dist"
@@ -165,12 +175,13 @@ def test_installed_wheel_loads_from_any_directory(project_run_all, tmp_path) -> 
     """spacy.load("xx_maral_ner") in the temporary venv, from an unrelated directory, with
     the encoder inside the package, predicts what the trained directory predicts."""
     project, venv_python = project_run_all
+    text = "Die SPD-Fraktion in Baden-Württemberg nahm Laura Schmidt am Freitag fest."
     script = (
         "import json, spacy, xx_maral_ner\n"
         "nlp = spacy.load('xx_maral_ner', config={'components': {'transformer': {'model': {'name': '/nonexistent/encoder'}}}})\n"
-        "doc = nlp('Die Polizei in Hamburg nahm Laura Schmidt am Freitag fest .')\n"
+        f"doc = nlp({text!r})\n"
         "g = doc.spans['maral']\n"
-        "print(json.dumps({'file': xx_maral_ner.__file__, 'pipes': nlp.pipe_names,\n"
+        "print(json.dumps({'file': xx_maral_ner.__file__, 'pipes': nlp.pipe_names, 'tokens': [t.text for t in doc],\n"
         "  'ents': [(e.start, e.end, e.label_) for e in doc.ents], 'scores': [float(s) for s in g.attrs['scores']]}))\n"
     )
     # the encoder name points nowhere: the weights and tokenizer must come from the package
@@ -179,9 +190,15 @@ def test_installed_wheel_loads_from_any_directory(project_run_all, tmp_path) -> 
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["file"].startswith(str(venv_python.parent.parent)), result["file"]
     assert result["pipes"] == ["transformer", "maral_ner"]
+    # the package tokenizes with the target language's (German) rules, not spaCy's xx rules
+    assert result["tokens"] == ["Die", "SPD-Fraktion", "in", "Baden-Württemberg", "nahm", "Laura", "Schmidt", "am", "Freitag", "fest", "."]
     assert len(result["scores"]) == len(result["ents"])  # one score per predicted entity
-    nlp = spacy.load(project / "training/adapt-de/model-best")
-    doc = nlp("Die Polizei in Hamburg nahm Laura Schmidt am Freitag fest .")
+    # it is the pipeline the guard chose (the student unless the guard distrusted it)
+    verdict = json.loads((project / "metrics/de-guard.json").read_text())
+    assert verdict["chosen"] == ("student" if verdict["trusted"] else "teacher")
+    nlp = spacy.load(project / verdict["chosen_path"])
+    set_tokenizer_lang(nlp, "de")
+    doc = nlp(text)
     assert [list(e) for e in result["ents"]] == [[e.start, e.end, e.label_] for e in doc.ents]
     assert result["scores"] == pytest.approx([float(s) for s in doc.spans["maral"].attrs["scores"]], abs=1e-6)
 

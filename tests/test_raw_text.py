@@ -297,3 +297,19 @@ def test_pseudo_label_input_is_tokenized_from_raw_text(tmp_path) -> None:
     de = set_tokenizer_lang(spacy.blank("xx"), "de")
     (doc_de,) = list(iter_target_docs(path, de))
     assert [t.text for t in doc_de] == ["Baden-Württemberg", "wählt", "(", "CDU-Chef", ")"]
+
+
+def test_calibrate_cli_without_predicted_entities_keeps_temperature_one(trained_dir, tmp_path) -> None:
+    from spacy.tokens import DocBin
+
+    dev = tmp_path / "dev.spacy"
+    vocab = spacy.blank("xx").vocab
+    DocBin(docs=[Doc(vocab, words=[".", ",", "."])]).to_disk(dev)  # punctuation: no entity
+    out = tmp_path / "calibrated"
+    run = subprocess.run(
+        [sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--output", str(out)],
+        capture_output=True, text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "nothing to calibrate" in " ".join(run.stdout.split())
+    assert find_maral_ner(spacy.load(out)).score_temperature == 1.0

@@ -53,10 +53,13 @@ def calibrate_command(
     before = reliability(tempered_scores(logits, classes, ner.score_temperature), correct)
     temperature = fit_temperature(logits, classes, correct)
     after = reliability(tempered_scores(logits, classes, temperature), correct)
-    msg.info(
-        f"{len(correct)} predicted entities, {int(correct.sum())} exactly right: ECE {before['ece']:.4f} "
-        f"at T={ner.score_temperature:g} -> {after['ece']:.4f} at T={temperature:.3f}"
-    )
+    if not len(correct):
+        msg.warn(f"{model} predicts no entity on {dev_path}: nothing to calibrate, the temperature stays 1")
+    else:
+        msg.info(
+            f"{len(correct)} predicted entities, {int(correct.sum())} exactly right: ECE {before['ece']:.4f} "
+            f"at T={ner.score_temperature:g} -> {after['ece']:.4f} at T={temperature:.3f}"
+        )
     ner.score_temperature = temperature
     target = output if output is not None else model
     with replace_dir(target) as tmp:
