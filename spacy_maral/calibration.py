@@ -77,10 +77,12 @@ def fit_temperature(logits: numpy.ndarray, classes: numpy.ndarray, correct: Sequ
     logits (numpy.ndarray): (n, C) the decision rule's logits of the predicted entities.
     classes (numpy.ndarray): (n,) the predicted class of each.
     correct (Sequence[bool]): whether each entity is right.
-    RETURNS (float): T from a log-spaced grid over [0.05, 20] (1.0 when n = 0).
+    RETURNS (float): T from a log-spaced grid over [0.05, 20]; 1.0 when there is nothing
+        to fit: no entities, or all of them right (or all wrong), where the log loss only
+        falls as T goes to 0 (or grows) and no temperature is best.
     """
     c = numpy.asarray(correct, dtype=numpy.float64)
-    if c.shape[0] == 0:
+    if c.shape[0] == 0 or c.min() == c.max():
         return 1.0
     eps = 1e-7
     best, best_loss = 1.0, numpy.inf

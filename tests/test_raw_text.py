@@ -189,6 +189,15 @@ def test_fit_temperature_recovers_the_generating_temperature() -> None:
     assert reliability(tempered_scores(logits, classes, 1.0), correct)["ece"] > 0.1
 
 
+def test_fit_temperature_keeps_one_when_every_entity_is_right_or_wrong() -> None:
+    logits = numpy.random.default_rng(1).normal(0, 2, size=(50, 5))
+    classes = logits.argmax(axis=1)
+    assert fit_temperature(logits, classes, numpy.ones(50, dtype=bool)) == 1.0
+    assert fit_temperature(logits, classes, numpy.zeros(50, dtype=bool)) == 1.0
+    mixed = numpy.arange(50) % 3 == 0
+    assert fit_temperature(logits, classes, mixed) != 1.0
+
+
 def test_score_temperature_is_applied_stored_and_leaves_predictions(trained, tmp_path) -> None:
     nlp = trained.nlp
     ner = find_maral_ner(nlp)

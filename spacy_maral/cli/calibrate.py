@@ -55,6 +55,9 @@ def calibrate_command(
     after = reliability(tempered_scores(logits, classes, temperature), correct)
     if not len(correct):
         msg.warn(f"{model} predicts no entity on {dev_path}: nothing to calibrate, the temperature stays 1")
+    elif correct.all() or not correct.any():
+        msg.warn(f"all {len(correct)} predicted entities are {'right' if correct.all() else 'wrong'} on {dev_path}: "
+                 "nothing to calibrate on, the temperature stays 1")
     else:
         msg.info(
             f"{len(correct)} predicted entities, {int(correct.sum())} exactly right: ECE {before['ece']:.4f} "
