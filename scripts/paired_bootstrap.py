@@ -1,8 +1,11 @@
 """Paired bootstrap over test sentences: is system A's entity F1 really different from B's?
 
     python scripts/paired_bootstrap.py OUT.json TEST.spacy A=MODEL_DIR[@TAU] B=MODEL_DIR[@TAU] [--samples 2000]
+    python scripts/paired_bootstrap.py OUT.json --eval EVAL.json A B [--samples 2000]
 
-@TAU sets a maral_ner pipeline's inference_tau.
+@TAU sets a maral_ner pipeline's inference_tau. With --eval, the per-sentence raw-text
+counts that `spacy_maral evaluate -o EVAL.json` wrote for the pipelines named A and B
+are resampled (nothing is predicted again: exact character offsets, as evaluate scores).
 
 Both pipelines label the same gold-tokenized sentences once; then sentences are resampled
 with replacement (seeded) and micro F1 (exact span and type, all gold entities) is
@@ -49,16 +52,23 @@ def main(argv) -> None:
         i = argv.index("--samples")
         samples = int(argv[i + 1])
         argv = argv[:i] + argv[i + 2:]
-    out, test = Path(argv[0]), argv[1]
-    (name_a, model_a), (name_b, model_b) = (a.split("=", 1) for a in argv[2:4])
-    gold = list(DocBin().from_disk(test).get_docs(spacy.blank("xx").vocab))
-    a, b = sentence_counts(model_a, gold), sentence_counts(model_b, gold)
+    out = Path(argv[0])
+    if argv[1] == "--eval":
+        test, name_a, name_b = argv[2], argv[3], argv[4]
+        results = json.loads(Path(test).read_text())["results"]
+        a, b = (numpy.asarray(results[n]["raw_text"]["per_sentence"], dtype=numpy.int64) for n in (name_a, name_b))
+    else:
+        test = argv[1]
+        (name_a, model_a), (name_b, model_b) = (x.split("=", 1) for x in argv[2:4])
+        gold = list(DocBin().from_disk(test).get_docs(spacy.blank("xx").vocab))
+        a, b = sentence_counts(model_a, gold), sentence_counts(model_b, gold)
     rng = numpy.random.default_rng(0)
-    idx = rng.integers(0, len(gold), size=(samples, len(gold)))
+    n = len(a)
+    idx = rng.integers(0, n, size=(samples, n))
     fa, fb = f1(a[idx].sum(axis=1)), f1(b[idx].sum(axis=1))
     diff = fa - fb
     result = {
-        "test": test, "sentences": len(gold), "samples": samples,
+        "test": test, "sentences": n, "samples": samples,
         name_a: round(100 * float(f1(a.sum(axis=0))), 2), name_b: round(100 * float(f1(b.sum(axis=0))), 2),
         "difference": round(100 * float(f1(a.sum(axis=0)) - f1(b.sum(axis=0))), 2),
         "difference_95ci": [round(100 * float(x), 2) for x in numpy.percentile(diff, [2.5, 97.5])],

@@ -28,7 +28,7 @@ from spacy.tokens import Doc
 
 from .margins import span_class_geometry
 from .raw_text import char_prf, evaluate_raw_text
-from .tokenizer import language_tokenizer
+from .tokenizer import tokenizer_rules
 
 
 @dataclass
@@ -106,15 +106,10 @@ def check_student(
     limits = thresholds or GuardThresholds()
     dev_f = {}
     for name, nlp in (("teacher", teacher), ("student", student)):
-        own = nlp.tokenizer
-        if source_lang:
-            nlp.tokenizer = language_tokenizer(nlp, source_lang)
-        try:
+        with tokenizer_rules(nlp, source_lang):
             dev_f[name] = 100.0 * float(evaluate_raw_text(nlp, dev_docs, batch_size=batch_size)["ents_f"])
             if name == "student":
                 cosine = float(span_class_geometry(nlp, dev_docs, batch_size=batch_size)["max_cosine"])
-        finally:
-            nlp.tokenizer = own
     agreement = target_agreement(teacher, student, target_texts, batch_size=batch_size)
     report = GuardReport(dev_f["teacher"], dev_f["student"], agreement, cosine, limits)
     drop = report.teacher_dev_f - report.student_dev_f

@@ -114,22 +114,22 @@ def unreachable(nlp: Language, sentences: Sequence[RawSentence], max_width: Opti
     }
 
 
-def evaluate_raw_text(
-    nlp: Language,
-    docs: Sequence[Doc],
-    batch_size: int = 64,
-    max_width: Optional[int] = None,
-) -> Dict[str, object]:
+def pipeline_max_width(nlp: Language) -> Optional[int]:
+    """The widest entity (in tokens) the pipeline's span component can predict: the
+    max_width of its first pipe that has one (maral_ner), None when no pipe has one."""
+    return next((int(p.max_width) for _, p in nlp.pipeline if hasattr(p, "max_width")), None)
+
+
+def evaluate_raw_text(nlp: Language, docs: Sequence[Doc], batch_size: int = 64) -> Dict[str, object]:
     """Score a pipeline on the raw text of gold docs, by exact character offsets.
 
     nlp (Language): the pipeline, run whole on the text (its tokenizer included).
     docs (Sequence[Doc]): gold docs (entities in doc.ents); their text is rebuilt from
         the tokens with spacy_maral.detokenize.
     batch_size (int): texts per nlp.pipe batch.
-    max_width (Optional[int]): the pipeline's widest predictable entity (maral_ner's
-        max_width), for the unreachable count.
     RETURNS (dict): ents_p/r/f, ents_per_type, tp/fp/fn, "unreachable" (see
-        `unreachable`), and, when the pipeline writes entity scores
+        `unreachable`, with the pipeline's own max_width), "per_sentence" (one
+        [true positives, predicted, gold] per sentence, for paired bootstraps), and, when the pipeline writes entity scores
         (doc.spans[key].attrs["scores"]), "calibration" (see calibration.reliability).
     """
     sentences = raw_sentences(docs)
@@ -148,7 +148,10 @@ def evaluate_raw_text(
                 scores.append(score)
                 correct.append(span in gold)
     result = char_prf([s.gold for s in sentences], predicted)
-    result["unreachable"] = unreachable(nlp, sentences, max_width)
+    result["unreachable"] = unreachable(nlp, sentences, pipeline_max_width(nlp))
+    result["per_sentence"] = [
+        [len(set(p) & set(s.gold)), len(set(p)), len(set(s.gold))] for s, p in zip(sentences, predicted)
+    ]
     if scores:
         result["calibration"] = reliability(scores, correct)
     return result

@@ -13,7 +13,8 @@ rules are written with the pipeline (`nlp.to_disk`) and read back on load.
 lang = "de"
 ```
 """
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional
 
 import spacy
 from spacy.language import Language
@@ -87,3 +88,21 @@ def set_tokenizer_lang(nlp: Language, lang: str) -> Language:
     nlp.tokenizer = language_tokenizer(nlp, lang)
     nlp.config["nlp"]["tokenizer"] = {"@tokenizers": TOKENIZER_NAME, "lang": lang}
     return nlp
+
+
+@contextmanager
+def tokenizer_rules(nlp: Language, lang: Optional[str]) -> Iterator[Language]:
+    """Within the block, `nlp` tokenizes with the rules of `lang` (None: its own rules);
+    its own tokenizer is put back afterwards, also when the block raises. The config is
+    not touched: for a permanent change, use set_tokenizer_lang.
+
+    nlp (Language): the pipeline.
+    lang (Optional[str]): the spaCy language code of the rules, or None.
+    """
+    own = nlp.tokenizer
+    if lang:
+        nlp.tokenizer = language_tokenizer(nlp, lang)
+    try:
+        yield nlp
+    finally:
+        nlp.tokenizer = own

@@ -18,7 +18,7 @@ from spacy_maral.calibration import fit_temperature, reliability, tempered_score
 from spacy_maral.component import find_maral_ner
 from spacy_maral.detokenize import detokenize, detokenized_spaces
 from spacy_maral.raw_text import RawSentence, char_prf, entity_logits, evaluate_raw_text, raw_sentences, unreachable
-from spacy_maral.tokenizer import set_tokenizer_lang, tokenizer_lang
+from spacy_maral.tokenizer import set_tokenizer_lang, tokenizer_lang, tokenizer_rules
 
 from conftest import predictions
 
@@ -73,6 +73,32 @@ def test_language_tokenizer_round_trip_to_disk(tmp_path) -> None:
     # from config alone (no tokenizer files): the rules are rebuilt from the language
     fresh = spacy.util.load_model_from_config(loaded.config, auto_fill=True)
     assert [t.text for t in fresh("SPD-Fraktion tagte.")] == ["SPD-Fraktion", "tagte", "."]
+
+
+def test_tokenizer_rules_swap_for_a_block_and_restore_on_error() -> None:
+    nlp = spacy.blank("xx")
+    own = nlp.tokenizer
+    with tokenizer_rules(nlp, "de"):
+        assert [t.text for t in nlp("SPD-Fraktion")] == ["SPD-Fraktion"]
+        assert nlp.config["nlp"]["tokenizer"].get("lang") is None  # the config is not touched
+    assert nlp.tokenizer is own and len(nlp("SPD-Fraktion")) == 3
+    with pytest.raises(RuntimeError):
+        with tokenizer_rules(nlp, "de"):
+            raise RuntimeError("boom")
+    assert nlp.tokenizer is own
+    with tokenizer_rules(nlp, None):  # None: the pipeline's own rules
+        assert nlp.tokenizer is own
+
+
+def test_raw_text_per_sentence_counts_sum_to_the_totals() -> None:
+    gold = [_gold_doc(["Die", "SPD-Fraktion", "tagte", "in", "Bonn", "."], [(1, 2, "ORG"), (4, 5, "LOC")]),
+            _gold_doc(["Bonn", "liegt", "am", "Rhein", "."], [(0, 1, "LOC"), (3, 4, "LOC")])]
+    nlp = _ruler_pipeline("xx", [{"label": "ORG", "pattern": "SPD"}, {"label": "LOC", "pattern": "Bonn"}])
+    raw = evaluate_raw_text(nlp, gold)
+    # sentence 1: Bonn right, SPD a cut-through false positive, SPD-Fraktion missed;
+    # sentence 2: Bonn right, Rhein missed
+    assert raw["per_sentence"] == [[1, 2, 2], [1, 1, 2]]
+    assert (raw["tp"], raw["fp"], raw["fn"]) == (2, 1, 2)
 
 
 def test_language_tokenizer_refuses_non_rule_based_languages() -> None:

@@ -125,8 +125,7 @@ def run_benchmark_report(
         test_docs = list(iter_target_docs(test_path, nlp, gold_tokens=True))
         msg.info(f"evaluating {system.name} on {len(test_docs)} sentences (gold tokens and raw text)")
         scores = evaluate_pipeline(nlp, test_docs)
-        max_width = next((int(p.max_width) for _, p in nlp.pipeline if isinstance(p, MaralNER)), None)
-        raw = evaluate_raw_text(nlp, test_docs, max_width=max_width)
+        raw = evaluate_raw_text(nlp, test_docs)
         entry = {"model": str(system.model), **_scores_row(scores), "raw_text": {
             **_scores_row(raw), "recall_ceiling": round(100 * float(raw["unreachable"]["recall_ceiling"]), 2),
             "ece": (raw.get("calibration") or {}).get("ece")}, "training": system.training()}

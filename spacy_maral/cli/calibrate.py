@@ -17,6 +17,7 @@ def calibrate_command(
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the dev text with this language's rules while fitting (default: the pipeline's tokenizer); the saved pipeline keeps its own."),
     limit: int = typer.Option(0, "--limit", help="Use the first N dev sentences (0 = all)."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
+    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
 ) -> None:
     """Fit the temperature T of the reported entity scores (softmax(logits / T), stored
     as maral_ner's `score_temperature`) on the raw text of the dev set: T minimises the
@@ -24,6 +25,7 @@ def calibrate_command(
     Predictions do not change; only doc.spans[...].attrs["scores"] do.
     """
     import spacy
+    from thinc.api import require_gpu
     from wasabi import Printer
 
     from ..calibration import fit_temperature, reliability, tempered_scores
@@ -31,9 +33,11 @@ def calibrate_command(
     from ..fileio import atomic_write_text, replace_dir
     from ..pseudo_label import iter_target_docs
     from ..raw_text import entity_logits
-    from ..tokenizer import language_tokenizer
+    from ..tokenizer import tokenizer_rules
 
     msg = Printer()
+    if gpu_id >= 0:
+        require_gpu(gpu_id)
     try:
         nlp = spacy.load(model)
         ner = find_maral_ner(nlp)
@@ -42,12 +46,8 @@ def calibrate_command(
             docs = docs[:limit]
         if not docs:
             raise ValueError(f"{dev_path} holds no sentences")
-        own_tokenizer = nlp.tokenizer
-        if lang:
-            nlp.tokenizer = language_tokenizer(nlp, lang)
-        with msg.loading(f"predicting {len(docs)} sentences of {dev_path}"):
+        with tokenizer_rules(nlp, lang), msg.loading(f"predicting {len(docs)} sentences of {dev_path}"):
             logits, classes, correct = entity_logits(nlp, docs, batch_size=batch_size)
-        nlp.tokenizer = own_tokenizer
     except (OSError, ValueError) as err:
         msg.fail(f"calibrate failed: {err}", exits=1)
     before = reliability(tempered_scores(logits, classes, ner.score_temperature), correct)

@@ -59,8 +59,7 @@ def evaluate_command(
                 raise ValueError(f"{test_path} holds no sentences")
             msg.info(f"{name}: {path} on {len(docs)} sentences of {test_path} (tokenizer rules: {tokenizer_lang(nlp)})")
             result = evaluate_pipeline(nlp, docs, batch_size=batch_size)
-            max_width = next((int(p.max_width) for _, p in nlp.pipeline if hasattr(p, "max_width")), None)
-            result["raw_text"] = evaluate_raw_text(nlp, docs, batch_size=batch_size, max_width=max_width)
+            result["raw_text"] = evaluate_raw_text(nlp, docs, batch_size=batch_size)
             result["tokenizer"] = tokenizer_lang(nlp)
             results[name] = result
     except (OSError, ValueError, ConversionError) as err:

@@ -24,12 +24,14 @@ def guard_command(
     max_class_cosine: float = typer.Option(0.99, "--max-class-cosine", help="Largest allowed cosine between two classes' span-vector means."),
     package_choice: str = typer.Option("auto", "--package-choice", help="auto (the student if trusted, else the teacher), student or teacher."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
+    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
 ) -> None:
     """Compare student and teacher without target tags (source dev F1 on raw text,
     agreement on the target text, class-mean collapse), say plainly whether the student
     can be trusted, and record which pipeline to package (`export --guard`).
     """
     import spacy
+    from thinc.api import require_gpu
     from wasabi import Printer
 
     from ..fileio import atomic_write_text
@@ -38,6 +40,8 @@ def guard_command(
     from ..tokenizer import set_tokenizer_lang
 
     msg = Printer()
+    if gpu_id >= 0:
+        require_gpu(gpu_id)
     try:
         teacher = spacy.load(teacher_path)
         student = spacy.load(student_path)

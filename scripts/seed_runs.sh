@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Issue 13: the runs of the protocol in BENCHMARKS.md ("Protocol for the stage-2 claims"),
+# one step at a time, with the workflow's commands and CoNLL budget. Models, logs and
+# JSON go to $RUNS (git-ignored); nothing here reads a target test set except `evaluate`.
+#
+#   bash scripts/seed_runs.sh teacher SEED            stage 1 (1,800 steps), then calibrate
+#   bash scripts/seed_runs.sh pseudo SEED LANG        the teacher labels LANG/train.conll (first 4,000)
+#   bash scripts/seed_runs.sh student SEED LANG V     stage 2, V = P (paper: from the pretrained
+#                                                     encoder), W (warm start from the teacher) or
+#                                                     ST (plain self-training); calibrate, guard
+#   bash scripts/seed_runs.sh evaluate SEED LANG      LANG/test, read once: teacher and every
+#                                                     student of the seed, raw text + gold tokens
+#
+# Environment: RUNS (runs/issue13), DATA (../shared/data/conll), PY (.venv/bin/python),
+# ENCODER (encoders/multilingual-e5-small), GPU (-1), THREADS (1: torch threads a run);
+# the budgets default to the protocol's (a smoke test may shrink them): STEPS1 (1800),
+# EVAL1 (450), STEPS2 (800), EVAL2 (200), TARGET_DOCS (800), EPOCHS2 (8),
+# PSEUDO_LIMIT (4000), DEV_LIMIT (1000), TEST_LIMIT (0 = all). TRAIN_ARGS: more
+# `spacy train` overrides for both stages (e.g. "--system.gpu_allocator null").
+# Stage-1 seed 0 may be an existing teacher: RUNS/teacher-s0 can be a link to it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-runs/issue13}
+DATA=${DATA:-../shared/data/conll}
+PY=${PY:-.venv/bin/python}
+ENCODER=${ENCODER:-encoders/multilingual-e5-small}
+GPU=${GPU:--1}
+THREADS=${THREADS:-1}
+STEPS1=${STEPS1:-1800}; EVAL1=${EVAL1:-450}; STEPS2=${STEPS2:-800}; EVAL2=${EVAL2:-200}
+TARGET_DOCS=${TARGET_DOCS:-800}; EPOCHS2=${EPOCHS2:-8}; PSEUDO_LIMIT=${PSEUDO_LIMIT:-4000}
+DEV_LIMIT=${DEV_LIMIT:-1000}; TEST_LIMIT=${TEST_LIMIT:-0}
+read -r -a TRAIN_EXTRA <<< "${TRAIN_ARGS:-}"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
+export PYTHONUNBUFFERED=1
+mkdir -p "$RUNS"
+STEP=$1; SEED=$2
+
+case "$STEP" in
+teacher)
+  OUT=$RUNS/teacher-s$SEED
+  $PY -m spacy_maral measure "$RUNS/teacher-s$SEED.timing.json" -- $PY -m spacy train configs/source.cfg \
+    --output "$OUT" --gpu-id "$GPU" --system.seed "$SEED" \
+    --paths.train corpus/en-train.spacy --paths.dev corpus/en-dev.spacy --paths.encoder "$ENCODER" \
+    --paths.log "$OUT.jsonl" --training.max_steps "$STEPS1" --training.eval_frequency "$EVAL1" --corpora.dev.limit "$DEV_LIMIT" "${TRAIN_EXTRA[@]}"
+  $PY -m spacy_maral calibrate "$OUT/model-best" corpus/en-dev.spacy --limit "$DEV_LIMIT" --report "$OUT.calibration.json" \
+    --gpu-id "$GPU"
+  ;;
+pseudo)
+  LANG_=$3
+  $PY -m spacy_maral measure "$RUNS/pseudo-s$SEED-$LANG_.timing.json" -- $PY -m spacy_maral pseudo-label \
+    "$RUNS/teacher-s$SEED/model-best" "$DATA/$LANG_/train.conll" "$RUNS/pseudo-s$SEED-$LANG_" \
+    --gpu-id "$GPU" --limit "$PSEUDO_LIMIT" --lang "$LANG_"
+  ;;
+student)
+  LANG_=$3; V=$4
+  case "$V" in
+    P) EXTRA=() ;;
+    W) EXTRA=(--paths.init_from "$RUNS/teacher-s$SEED/model-best") ;;
+    ST) EXTRA=(--components.maral_ner.adaptation.refine false --components.maral_ner.adaptation.use_anchors false) ;;
+    *) echo "unknown variant $V (P, W or ST)" >&2; exit 2 ;;
+  esac
+  OUT=$RUNS/$V-s$SEED-$LANG_
+  $PY -m spacy_maral measure "$OUT.timing.json" -- $PY -m spacy train configs/adapt.cfg --output "$OUT" \
+    --gpu-id "$GPU" --system.seed "$SEED" \
+    --paths.source corpus/en-train.spacy --paths.target "$RUNS/pseudo-s$SEED-$LANG_" \
+    --paths.dev corpus/en-dev.spacy --paths.encoder "$ENCODER" --paths.log "$OUT.jsonl" \
+    --paths.diagnostics "$OUT.diagnostics.jsonl" --paths.checkpoint "$OUT.checkpoint" \
+    --corpora.train.max_target_docs "$TARGET_DOCS" --components.maral_ner.adaptation.n_epochs "$EPOCHS2" \
+    --training.max_steps "$STEPS2" --training.eval_frequency "$EVAL2" --corpora.dev.limit "$DEV_LIMIT" \
+    --nlp.tokenizer.lang "$LANG_" --corpora.train.source_lang en "${EXTRA[@]}" "${TRAIN_EXTRA[@]}"
+  $PY -m spacy_maral calibrate "$OUT/model-last" corpus/en-dev.spacy --lang en --limit "$DEV_LIMIT" \
+    --report "$OUT.calibration.json" --gpu-id "$GPU"
+  $PY -m spacy_maral guard "$RUNS/teacher-s$SEED/model-best" "$OUT/model-last" corpus/en-dev.spacy \
+    "$DATA/$LANG_/train.conll" --output "$OUT.guard.json" --source-lang en --target-lang "$LANG_" \
+    --dev-limit "$DEV_LIMIT" --gpu-id "$GPU" || true
+  ;;
+evaluate)
+  LANG_=$3
+  MODELS=("teacher=$RUNS/teacher-s$SEED/model-best")
+  for V in P W ST; do
+    [ -d "$RUNS/$V-s$SEED-$LANG_/model-last" ] && MODELS+=("$V=$RUNS/$V-s$SEED-$LANG_/model-last")
+  done
+  $PY -m spacy_maral evaluate "corpus/$LANG_-test.spacy" "${MODELS[@]}" --lang "$LANG_" --gpu-id "$GPU" --limit "$TEST_LIMIT" \
+    -o "$RUNS/eval-s$SEED-$LANG_.json" --reliability "$RUNS/reliability-s$SEED-$LANG_.png"
+  ;;
+*)
+  echo "unknown step $STEP" >&2; exit 2 ;;
+esac
