@@ -4,8 +4,10 @@
 
 pi is the class prior counted over all enumerated spans (O included), w_c is
 proportional to 1 / log(n_c) and averages 1 over the classes. The prior term is a
-training-time adjustment only; prediction takes argmax s(z). Targets may be hard class
-indices or soft probability vectors (the pseudo-labels of stage 2).
+training-time adjustment; prediction (MaralNER.probabilities) uses its own rule,
+softmax(s(z) + inference_tau * log pi_src), which is the paper's argmax s(z) at
+inference_tau = 0. Targets may be hard class indices or soft probability vectors (the
+pseudo-labels of stage 2).
 """
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
