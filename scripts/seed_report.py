@@ -1,0 +1,71 @@
+"""Tables of the issue-13 seed runs (scripts/seed_runs.sh) for BENCHMARKS.md.
+
+    python scripts/seed_report.py RUNS_DIR [--bootstrap]
+
+Reads RUNS_DIR/eval-s{SEED}-{LANG}.json (the test sets, read once by `seed_runs.sh
+evaluate`), {V}-s{SEED}-{LANG}.guard.json, .timing.json and .calibration.json, and
+prints markdown: per seed and language the raw-text F1 (gold-token F1 in brackets) of
+the teacher and each student, the guard's figures and verdict, and stage 2's wall time
+and peak RSS. Then the mean and standard deviation over the seeds found. With
+--bootstrap it also runs the paired bootstrap (2,000 resamples of the per-sentence
+raw-text counts) of each student against the teacher and against self-training (ST),
+writing RUNS_DIR/bootstrap-s{SEED}-{LANG}-{A}-vs-{B}.json.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+from statistics import mean, stdev
+
+VARIANTS = ("P", "W", "ST")
+
+
+def load(path: Path):
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def main(argv) -> None:
+    runs = Path(argv[0])
+    bootstrap = "--bootstrap" in argv
+    evals = sorted(runs.glob("eval-s*-*.json"))
+    per_system = {}
+    print("| seed | lang | system | raw-text F1 (gold tokens) | en/dev raw F1 | agreement | max class cos | guard | stage-2 wall min | peak RSS GB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for path in evals:
+        seed, lang = path.stem.split("-")[1][1:], path.stem.split("-")[2]
+        results = load(path)["results"]
+        for name, r in results.items():
+            raw, gold = 100 * r["raw_text"]["ents_f"], 100 * r["ents_f"]
+            per_system.setdefault((lang, name), []).append((raw, gold))
+            guard = load(runs / f"{name}-s{seed}-{lang}.guard.json")
+            timing = load(runs / f"{name}-s{seed}-{lang}.timing.json")
+            g = ("-",) * 4 if guard is None else (
+                f"{guard['student_dev_f']:.2f} (teacher {guard['teacher_dev_f']:.2f})", f"{guard['agreement_f']:.2f}",
+                f"{guard['student_max_class_cosine']:.3f}", "trusted" if guard["trusted"] else "NOT trusted")
+            t = ("-", "-") if timing is None else (f"{timing['wall_s'] / 60:.1f}", f"{timing['peak_rss_gb']:.2f}")
+            print(f"| {seed} | {lang} | {name} | {raw:.2f} ({gold:.2f}) | " + " | ".join(g) + " | " + " | ".join(t) + " |")
+            if bootstrap and name in VARIANTS:
+                for other in ("teacher", "ST"):
+                    if other != name and other in results:
+                        out = runs / f"bootstrap-s{seed}-{lang}-{name}-vs-{other}.json"
+                        subprocess.run([sys.executable, str(Path(__file__).parent / "paired_bootstrap.py"), str(out),
+                                        "--eval", str(path), name, other], check=True, capture_output=True)
+    print("\n| lang | system | seeds | raw-text F1 mean (sd) | gold-token F1 mean (sd) |")
+    print("|---|---|---|---|---|")
+    for (lang, name), rows in sorted(per_system.items()):
+        raw, gold = [r[0] for r in rows], [r[1] for r in rows]
+        sd = (lambda xs: f"{stdev(xs):.2f}" if len(xs) > 1 else "-")
+        print(f"| {lang} | {name} | {len(rows)} | {mean(raw):.2f} ({sd(raw)}) | {mean(gold):.2f} ({sd(gold)}) |")
+    boots = sorted(runs.glob("bootstrap-s*-*.json"))
+    if boots:
+        print("\n| run | A - B (raw-text F1) | 95% interval | share of resamples A > B |")
+        print("|---|---|---|---|")
+        for path in boots:
+            b = load(path)
+            share = next(v for k, v in b.items() if k.startswith("share_"))
+            print(f"| {path.stem[len('bootstrap-'):]} | {b['difference']:+.2f} | "
+                  f"[{b['difference_95ci'][0]:+.2f}, {b['difference_95ci'][1]:+.2f}] | {share:.3f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
