@@ -3,14 +3,15 @@
     python scripts/paired_bootstrap.py OUT.json TEST.spacy A=MODEL_DIR[@TAU] B=MODEL_DIR[@TAU] [--samples 2000]
     python scripts/paired_bootstrap.py OUT.json --eval EVAL.json A B [--samples 2000]
 
-@TAU sets a maral_ner pipeline's inference_tau. With --eval, the per-sentence raw-text
-counts that `spacy_maral evaluate -o EVAL.json` wrote for the pipelines named A and B
-are resampled (nothing is predicted again: exact character offsets, as evaluate scores).
+@TAU sets a maral_ner pipeline's inference_tau. Without --eval, both pipelines label the
+same gold-tokenized sentences once (spans matched on the gold tokens). With --eval, the
+per-sentence raw-text counts that `spacy_maral evaluate -o EVAL.json` wrote beside it
+(EVAL.per_sentence.json) for the pipelines named A and B are resampled instead: nothing
+is predicted again, and the F1 is evaluate's raw-text F1 (exact character offsets).
 
-Both pipelines label the same gold-tokenized sentences once; then sentences are resampled
-with replacement (seeded) and micro F1 (exact span and type, all gold entities) is
-recomputed for both on each resample. Writes F1 of each, the difference A - B, its 95%
-interval and the share of resamples where A > B.
+Sentences are resampled with replacement (seeded) and micro F1 (exact span and type, all
+gold entities) is recomputed for both on each resample. Writes F1 of each, the
+difference A - B, its 95% interval and the share of resamples where A > B.
 """
 import json
 import sys
@@ -55,8 +56,10 @@ def main(argv) -> None:
     out = Path(argv[0])
     if argv[1] == "--eval":
         test, name_a, name_b = argv[2], argv[3], argv[4]
-        results = json.loads(Path(test).read_text())["results"]
-        a, b = (numpy.asarray(results[n]["raw_text"]["per_sentence"], dtype=numpy.int64) for n in (name_a, name_b))
+        counts = json.loads(Path(test).with_suffix(".per_sentence.json").read_text())["raw_text"]
+        a, b = (numpy.asarray(counts[n], dtype=numpy.int64).reshape(-1, 3) for n in (name_a, name_b))
+        if len(a) != len(b) or len(a) == 0:
+            raise SystemExit(f"{test}: {name_a} has {len(a)} sentences, {name_b} {len(b)}: not a paired test set")
     else:
         test = argv[1]
         (name_a, model_a), (name_b, model_b) = (x.split("=", 1) for x in argv[2:4])

@@ -3,8 +3,7 @@
     python scripts/seed_report.py RUNS_DIR [--bootstrap]
 
 Reads RUNS_DIR/eval-s{SEED}-{LANG}.json (the test sets, read once by `seed_runs.sh
-evaluate`), {V}-s{SEED}-{LANG}.guard.json, .timing.json and .calibration.json, and
-prints markdown: per seed and language the raw-text F1 (gold-token F1 in brackets) of
+evaluate`), {V}-s{SEED}-{LANG}.guard.json and .timing.json, and prints markdown: per seed and language the raw-text F1 (gold-token F1 in brackets) of
 the teacher and each student, the guard's figures and verdict, and stage 2's wall time
 and peak RSS. Then the mean and standard deviation over the seeds found. With
 --bootstrap it also runs the paired bootstrap (2,000 resamples of the per-sentence

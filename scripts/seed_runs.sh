@@ -72,7 +72,7 @@ student)
     --report "$OUT.calibration.json" --gpu-id "$GPU"
   $PY -m spacy_maral guard "$RUNS/teacher-s$SEED/model-best" "$OUT/model-last" corpus/en-dev.spacy \
     "$DATA/$LANG_/train.conll" --output "$OUT.guard.json" --source-lang en --target-lang "$LANG_" \
-    --dev-limit "$DEV_LIMIT" --gpu-id "$GPU" || true
+    --dev-limit "$DEV_LIMIT" --gpu-id "$GPU"
   ;;
 evaluate)
   LANG_=$3

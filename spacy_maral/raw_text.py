@@ -120,15 +120,19 @@ def pipeline_max_width(nlp: Language) -> Optional[int]:
     return next((int(p.max_width) for _, p in nlp.pipeline if hasattr(p, "max_width")), None)
 
 
-def evaluate_raw_text(nlp: Language, docs: Sequence[Doc], batch_size: int = 64) -> Dict[str, object]:
+def evaluate_raw_text(
+    nlp: Language, docs: Sequence[Doc], batch_size: int = 64, max_width: Optional[int] = None
+) -> Dict[str, object]:
     """Score a pipeline on the raw text of gold docs, by exact character offsets.
 
     nlp (Language): the pipeline, run whole on the text (its tokenizer included).
     docs (Sequence[Doc]): gold docs (entities in doc.ents); their text is rebuilt from
         the tokens with spacy_maral.detokenize.
     batch_size (int): texts per nlp.pipe batch.
+    max_width (Optional[int]): the widest predictable entity for the unreachable count;
+        None: the pipeline's own (pipeline_max_width).
     RETURNS (dict): ents_p/r/f, ents_per_type, tp/fp/fn, "unreachable" (see
-        `unreachable`, with the pipeline's own max_width), "per_sentence" (one
+        `unreachable`), "per_sentence" (one
         [true positives, predicted, gold] per sentence, for paired bootstraps), and, when the pipeline writes entity scores
         (doc.spans[key].attrs["scores"]), "calibration" (see calibration.reliability).
     """
@@ -148,7 +152,8 @@ def evaluate_raw_text(nlp: Language, docs: Sequence[Doc], batch_size: int = 64) 
                 scores.append(score)
                 correct.append(span in gold)
     result = char_prf([s.gold for s in sentences], predicted)
-    result["unreachable"] = unreachable(nlp, sentences, pipeline_max_width(nlp))
+    width = max_width if max_width is not None else pipeline_max_width(nlp)
+    result["unreachable"] = unreachable(nlp, sentences, width)
     result["per_sentence"] = [
         [len(set(p) & set(s.gold)), len(set(p)), len(set(s.gold))] for s, p in zip(sentences, predicted)
     ]

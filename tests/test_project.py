@@ -124,6 +124,10 @@ def check_evaluate_metrics(project: Path) -> None:
         r = tp / (tp + fn)
         assert raw["ents_p"] == pytest.approx(p, abs=1e-9) and raw["ents_r"] == pytest.approx(r, abs=1e-9)
         assert raw["ents_f"] == pytest.approx(2 * p * r / (p + r) if p + r else 0.0, abs=1e-9)
+        # the per-sentence counts beside it (paired bootstraps) add up to the same totals
+        counts = json.loads((project / "metrics/de-test.per_sentence.json").read_text())["raw_text"][name]
+        assert len(counts) == SAMPLE_DE_TEST_SENTENCES
+        assert [sum(c[i] for c in counts) for i in range(3)] == [tp, tp + fp, tp + fn]
 
 
 @pytest.fixture(scope="module")

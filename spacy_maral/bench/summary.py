@@ -26,15 +26,22 @@ from .speed import words_per_second
 @dataclass
 class System:
     """One trained system: a name and its `spacy train --output` directory, which holds
-    model-best/, and optionally timing.json (spacy_maral measure), log.jsonl (the
-    training logger) and diagnostics.jsonl (stage 2)."""
+    the checkpoint to score (model-best/ or model-last/), and optionally timing.json
+    (spacy_maral measure), log.jsonl (the training logger) and diagnostics.jsonl (stage 2).
+
+    name (str): the system's name in the report.
+    run_dir (Path): the training output directory.
+    checkpoint (str): the sub-directory scored: "model-best" (stage 1) or "model-last"
+        (stage-2 students, BENCHMARKS.md protocol).
+    """
 
     name: str
     run_dir: Path
+    checkpoint: str = "model-best"
 
     @property
     def model(self) -> Path:
-        return self.run_dir / "model-best"
+        return self.run_dir / self.checkpoint
 
     def timing(self) -> Dict[str, object]:
         path = self.run_dir / "timing.json"

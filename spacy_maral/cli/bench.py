@@ -37,7 +37,7 @@ def benchmark_report_command(
     test_path: Path = typer.Argument(..., help="Gold target-language test set."),
     dev_path: Path = typer.Argument(..., help="Source dev set (entity vectors for the projection plot)."),
     output_dir: Path = typer.Argument(..., help="Folder for BENCHMARKS.md, benchmark.json and the plots."),
-    system: List[str] = typer.Option(..., "--system", help="NAME=RUN_DIR (a `spacy train --output` folder); repeat, in table order."),
+    system: List[str] = typer.Option(..., "--system", help="NAME=RUN_DIR[@CHECKPOINT] (a `spacy train --output` folder; CHECKPOINT model-best, the default, or model-last); repeat, in table order."),
     before: Optional[str] = typer.Option(None, "--before", help="Stage-1 maral system (plots)."),
     after: Optional[str] = typer.Option(None, "--after", help="Adapted maral system (plots)."),
     speed: Optional[str] = typer.Option(None, "--speed", help="NER,MARAL: the two systems to time."),
@@ -57,7 +57,13 @@ def benchmark_report_command(
             raise typer.BadParameter(f"{spec!r}: expected NAME=PATH")
         return spec.split("=", 1)
 
-    systems = [System(n, Path(p)) for n, p in map(pair, system)]
+    def make_system(name: str, spec: str) -> System:
+        path, _, checkpoint = spec.partition("@")
+        if checkpoint not in ("", "model-best", "model-last"):
+            raise typer.BadParameter(f"{name}={spec}: the checkpoint must be model-best or model-last")
+        return System(name, Path(path), checkpoint or "model-best")
+
+    systems = [make_system(n, p) for n, p in map(pair, system)]
     run_benchmark_report(
         systems, test_path, dev_path, output_dir, before=before, after=after,
         speed_pair=speed.split(",") if speed else None, extra_timings={n: Path(p) for n, p in map(pair, timing)},

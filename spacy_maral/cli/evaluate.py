@@ -8,6 +8,12 @@ import typer
 from . import app
 
 
+def per_sentence_path(output: Path) -> Path:
+    """Where `evaluate -o OUTPUT` writes the per-sentence raw-text counts:
+    OUTPUT with the suffix .per_sentence.json (metrics.json -> metrics.per_sentence.json)."""
+    return output.with_suffix(".per_sentence.json")
+
+
 @app.command("evaluate")
 def evaluate_command(
     test_path: Path = typer.Argument(..., help="Gold test corpus (.spacy file or directory, or a CoNLL-style file)."),
@@ -27,7 +33,9 @@ def evaluate_command(
     both tables, the gold entities each pipeline can't reach (a boundary inside one of
     its tokens, or wider than max_width) with the recall ceiling, and the calibration of
     the entity scores (ECE over 10 bins, precision at score >= 0.5 and >= 0.9). Optionally
-    a JSON file, a reliability diagram and a displaCy page of the last pipeline.
+    a JSON file (and beside it OUTPUT.per_sentence.json: true positives, predicted and
+    gold entities of each sentence on the raw text, for paired bootstraps), a
+    reliability diagram and a displaCy page of the last pipeline.
     """
     import spacy
     from thinc.api import require_gpu
@@ -71,8 +79,14 @@ def evaluate_command(
     msg.divider("raw text: unreachable gold entities and score calibration")
     print(format_quality_table({name: r["raw_text"] for name, r in results.items()}))
     if output is not None:
+        # the per-sentence counts (for paired bootstraps) go to their own compact file
+        per_sentence = {name: r["raw_text"].pop("per_sentence") for name, r in results.items()}
         atomic_write_text(output, json.dumps({"test": str(test_path), "results": results}, indent=2))
-        msg.good(f"metrics: {output}")
+        counts_path = per_sentence_path(output)
+        atomic_write_text(counts_path, json.dumps(
+            {"test": str(test_path), "columns": ["tp", "predicted", "gold"], "raw_text": per_sentence},
+            separators=(",", ":")))
+        msg.good(f"metrics: {output} (per-sentence raw-text counts: {counts_path})")
     if reliability_png is not None:
         curves = {n: r["raw_text"]["calibration"] for n, r in results.items() if "calibration" in r["raw_text"]}
         if curves:

@@ -13,7 +13,7 @@ from . import app
 
 @app.command("export")
 def export_command(
-    model: Path = typer.Argument(..., help="Trained pipeline directory (e.g. training/adapt/model-best)."),
+    model: Path = typer.Argument(..., help="Trained pipeline directory (e.g. training/adapt-de/model-last)."),
     output_dir: Path = typer.Argument(..., help="Where to write the pipeline to package."),
     name: str = typer.Option("maral_ner", "--name", help="meta.json name (the package becomes LANG_NAME)."),
     version: str = typer.Option("0.1.0", "--version", help="meta.json version."),
