@@ -26,7 +26,7 @@ def load(path: Path):
 def main(argv) -> None:
     runs = Path(argv[0])
     bootstrap = "--bootstrap" in argv
-    evals = sorted(runs.glob("eval-s*-*.json"))
+    evals = sorted(p for p in runs.glob("eval-s*-*.json") if not p.name.endswith(".per_sentence.json"))
     per_system = {}
     print("| seed | lang | system | raw-text F1 (gold tokens) | en/dev raw F1 | agreement | max class cos | guard | stage-2 wall min | peak RSS GB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
