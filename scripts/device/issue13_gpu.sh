@@ -3,7 +3,19 @@
 # The machine has Python 3.12 with torch, cupy, numpy, scipy, sklearn but no spaCy and
 # no network: the software travels as .dev/site312.tar.xz (the pinned wheels, unpacked
 # and stripped), the encoder as .dev/encoder (scripts/device/pack_encoder.py) and the
-# data as .dev/data (converted corpora and the target training text).
+# data as .dev/data (converted corpora and the target training text). .dev must be
+# git-ignored (.git/info/exclude) and named in the device call's carry. To build it:
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl  spacy==3.8.18 \
+#     thinc==8.3.14 blis cymem preshed murmurhash srsly catalogue confection wasabi weasel \
+#     spacy-legacy spacy-loggers cloudpathlib smart_open pydantic pydantic_core annotated-types \
+#     typing-inspection typing_extensions spacy-transformers==1.4.0 spacy-alignments \
+#     transformers==4.53.2 tokenizers==0.21.4 huggingface_hub==0.36.2 faiss-cpu   (the .venv's versions)
+#   unzip each wheel into one folder (plus spacy_maral's dist-info from `pip wheel --no-deps .`),
+#   strip --strip-unneeded the .so files, drop tests/ and C sources, tar | xz > .dev/site312.tar.xz
+#   python scripts/device/pack_encoder.py encoders/multilingual-e5-small .dev/encoder ../shared/data/conll/*/*.conll
+#   cp corpus/{en-train,en-dev,de-test,es-test}.spacy .dev/data/; cp ../shared/data/conll/{de,es}/train.conll .dev/data/{de,es}/
+# (about 61 MB in all, under the 64 MiB a call carries).
 #
 #   bash scripts/device/issue13_gpu.sh start BUDGET_S    set up, launch every run in the
 #        background (setsid: it outlives the call while the machine stays warm), wait up
