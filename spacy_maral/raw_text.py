@@ -53,14 +53,17 @@ def char_prf(gold: Sequence[Sequence[CharSpan]], predicted: Sequence[Sequence[Ch
     gold (Sequence[Sequence[CharSpan]]): the gold entities of each sentence.
     predicted (Sequence[Sequence[CharSpan]]): the predicted entities of each sentence.
     RETURNS (dict): ents_p, ents_r, ents_f (fractions, as spaCy's scorer), ents_per_type
-        ({label: {p, r, f}}), and tp/fp/fn counts.
+        ({label: {p, r, f}}), tp/fp/fn counts, and per_sentence: [true positives,
+        predicted, gold] of each sentence (for paired bootstraps).
     """
     if len(gold) != len(predicted):
         raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted")
     counts: Dict[str, List[int]] = defaultdict(lambda: [0, 0, 0])  # tp, fp, fn
+    per_sentence: List[List[int]] = []
     for g, p in zip(gold, predicted):
         g_set: Set[CharSpan] = set(g)
         p_set: Set[CharSpan] = set(p)
+        per_sentence.append([len(p_set & g_set), len(p_set), len(g_set)])
         for span in p_set:
             counts[span[2]][0 if span in g_set else 1] += 1
         for span in g_set - p_set:
@@ -72,7 +75,7 @@ def char_prf(gold: Sequence[Sequence[CharSpan]], predicted: Sequence[Sequence[Ch
     out["ents_per_type"] = {
         label: dict(zip("prf", _prf(*c))) for label, c in sorted(counts.items())
     }
-    out.update({"tp": tp, "fp": fp, "fn": fn})
+    out.update({"tp": tp, "fp": fp, "fn": fn, "per_sentence": per_sentence})
     return out
 
 
@@ -131,9 +134,9 @@ def evaluate_raw_text(
     batch_size (int): texts per nlp.pipe batch.
     max_width (Optional[int]): the widest predictable entity for the unreachable count;
         None: the pipeline's own (pipeline_max_width).
-    RETURNS (dict): ents_p/r/f, ents_per_type, tp/fp/fn, "unreachable" (see
-        `unreachable`), "per_sentence" (one
-        [true positives, predicted, gold] per sentence, for paired bootstraps), and, when the pipeline writes entity scores
+    RETURNS (dict): ents_p/r/f, ents_per_type, tp/fp/fn and per_sentence (see
+        `char_prf`), "unreachable" (see `unreachable`), and, when the pipeline writes
+        entity scores
         (doc.spans[key].attrs["scores"]), "calibration" (see calibration.reliability).
     """
     sentences = raw_sentences(docs)
@@ -154,9 +157,6 @@ def evaluate_raw_text(
     result = char_prf([s.gold for s in sentences], predicted)
     width = max_width if max_width is not None else pipeline_max_width(nlp)
     result["unreachable"] = unreachable(nlp, sentences, width)
-    result["per_sentence"] = [
-        [len(set(p) & set(s.gold)), len(set(p)), len(set(s.gold))] for s, p in zip(sentences, predicted)
-    ]
     if scores:
         result["calibration"] = reliability(scores, correct)
     return result

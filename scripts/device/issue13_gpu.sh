@@ -24,7 +24,8 @@
 #
 # The runs: per seed (0, 1, 2, side by side) the teacher, pseudo-labels for de and es,
 # then the six students (P, W, ST x de, es) side by side, then each language's test set
-# read once by `evaluate` (teacher and the three students), then paired bootstraps.
+# read once by `evaluate` (teacher and the three students); at the end the paired
+# bootstraps and tables of scripts/seed_report.py.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 MODE=$1; BUDGET=${2:-540}
@@ -64,10 +65,6 @@ seed_job() {  # one seed, start to end
   for L in de es; do for V in P W ST; do run_logged $V-s$S-$L student "$S" $L $V & done; done; wait
   echo "$(date +%T) students s$S done" >> $W/status.txt
   for L in de es; do run_logged eval-s$S-$L evaluate "$S" $L & done; wait
-  for L in de es; do for B in teacher ST; do
-    $PY scripts/paired_bootstrap.py $RUNS/bootstrap-s$S-$L-P-vs-$B.json --eval $RUNS/eval-s$S-$L.json P $B > /dev/null 2>> $W/logs/bootstrap.log
-    $PY scripts/paired_bootstrap.py $RUNS/bootstrap-s$S-$L-W-vs-$B.json --eval $RUNS/eval-s$S-$L.json W $B > /dev/null 2>> $W/logs/bootstrap.log
-  done; done
   echo "$(date +%T) seed $S done" >> $W/status.txt
 }
 
@@ -84,7 +81,10 @@ start)
   wait_budget; pack ;;
 run-all)
   export THREADS=1
-  for S in $SEEDS; do seed_job $S & done; wait; touch $W/ALL_DONE ;;
+  for S in $SEEDS; do seed_job $S & done; wait
+  # paired bootstraps of every student against the teacher and ST, and the tables
+  $PY scripts/seed_report.py $RUNS --bootstrap > $RUNS/seed_report.md 2>> $W/logs/driver.log
+  touch $W/ALL_DONE ;;
 wait)
   wait_budget; pack ;;
 esac
