@@ -9,6 +9,11 @@ and peak RSS. Then the mean and standard deviation over the seeds found. With
 --bootstrap it also runs the paired bootstrap (2,000 resamples of the per-sentence
 raw-text counts) of each student against the teacher and against self-training (ST),
 writing RUNS_DIR/bootstrap-s{SEED}-{LANG}-{A}-vs-{B}.json.
+
+Last, the protocol's choice of the default stage 2 between P and W (BENCHMARKS.md,
+"Protocol for the stage-2 claims", rule 3), from the guard files alone (no test score):
+more guard passes over the runs wins; on a tie the higher mean en/dev raw-text F1 of
+`model-last`; within 0.5 F1, P. It says which runs are still missing.
 """
 import json
 import subprocess
@@ -21,6 +26,30 @@ VARIANTS = ("P", "W", "ST")
 
 def load(path: Path):
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def choose_default(runs: Path, seeds=(0, 1, 2), langs=("de", "es")):
+    """The protocol's rule 3. runs: the folder of {V}-s{SEED}-{LANG}.guard.json.
+    Returns (winner or None while runs are missing, lines of explanation)."""
+    lines, stats = [], {}
+    for v in ("P", "W"):
+        guards = [load(runs / f"{v}-s{s}-{l}.guard.json") for s in seeds for l in langs]
+        found = [g for g in guards if g is not None]
+        passes = sum(bool(g["trusted"]) for g in found)
+        dev = mean(g["student_dev_f"] for g in found) if found else float("nan")
+        stats[v] = (len(found), passes, dev)
+        lines.append(f"- {v}: {len(found)} of {len(guards)} runs, {passes} pass the guard, "
+                     f"mean en/dev raw-text F1 of model-last {dev:.2f}")
+    if any(n < len(seeds) * len(langs) for n, _, _ in stats.values()):
+        return None, lines + ["- not decided: runs are missing"]
+    (_, pass_p, dev_p), (_, pass_w, dev_w) = stats["P"], stats["W"]
+    if pass_p != pass_w:
+        winner, why = ("P", "more guard passes") if pass_p > pass_w else ("W", "more guard passes")
+    elif dev_w - dev_p > 0.5:
+        winner, why = "W", f"equal guard passes, en/dev {dev_w - dev_p:+.2f} F1 over P (more than 0.5)"
+    else:
+        winner, why = "P", f"equal guard passes, W within 0.5 F1 of P or below ({dev_w - dev_p:+.2f})"
+    return winner, lines + [f"- **default: {winner}** ({why})"]
 
 
 def main(argv) -> None:
@@ -64,6 +93,8 @@ def main(argv) -> None:
             share = next(v for k, v in b.items() if k.startswith("share_"))
             print(f"| {path.stem[len('bootstrap-'):]} | {b['difference']:+.2f} | "
                   f"[{b['difference_95ci'][0]:+.2f}, {b['difference_95ci'][1]:+.2f}] | {share:.3f} |")
+    print("\nThe default stage 2 by the protocol's rule 3 (guard files only):\n")
+    print("\n".join(choose_default(runs)[1]))
 
 
 if __name__ == "__main__":
