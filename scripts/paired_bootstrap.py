@@ -1,13 +1,15 @@
 """Paired bootstrap over test sentences: is system A's entity F1 really different from B's?
 
     python scripts/paired_bootstrap.py OUT.json TEST.spacy A=MODEL_DIR[@TAU] B=MODEL_DIR[@TAU] [--samples 2000]
-    python scripts/paired_bootstrap.py OUT.json --eval EVAL.json A B [--samples 2000]
+    python scripts/paired_bootstrap.py OUT.json --eval EVAL.json A B [--eval-b EVAL_B.json] [--samples 2000]
 
 @TAU sets a maral_ner pipeline's inference_tau. Without --eval, both pipelines label the
 same gold-tokenized sentences once (spans matched on the gold tokens). With --eval, the
 per-sentence raw-text counts that `spacy_maral evaluate -o EVAL.json` wrote beside it
 (EVAL.per_sentence.json) for the pipelines named A and B are resampled instead: nothing
 is predicted again, and the F1 is evaluate's raw-text F1 (exact character offsets).
+--eval-b takes B's counts from a second evaluation of the same test set (a student
+evaluated later on its own); the sentence counts must still pair up.
 
 Sentences are resampled with replacement (seeded) and micro F1 (exact span and type, all
 gold entities) is recomputed for both on each resample. Writes F1 of each, the
@@ -48,18 +50,26 @@ def f1(counts: numpy.ndarray) -> numpy.ndarray:
 
 
 def main(argv) -> None:
-    samples = 2000
+    samples, test_b = 2000, None
     if "--samples" in argv:
         i = argv.index("--samples")
         samples = int(argv[i + 1])
         argv = argv[:i] + argv[i + 2:]
+    if "--eval-b" in argv:
+        i = argv.index("--eval-b")
+        test_b = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
     out = Path(argv[0])
     if argv[1] == "--eval":
         test, name_a, name_b = argv[2], argv[3], argv[4]
-        counts = json.loads(Path(test).with_suffix(".per_sentence.json").read_text())["raw_text"]
-        a, b = (numpy.asarray(counts[n], dtype=numpy.int64).reshape(-1, 3) for n in (name_a, name_b))
+        test_b = test_b or test
+        a, b = (numpy.asarray(json.loads(Path(t).with_suffix(".per_sentence.json").read_text())["raw_text"][n],
+                              dtype=numpy.int64).reshape(-1, 3) for t, n in ((test, name_a), (test_b, name_b)))
         if len(a) != len(b) or len(a) == 0:
-            raise SystemExit(f"{test}: {name_a} has {len(a)} sentences, {name_b} {len(b)}: not a paired test set")
+            raise SystemExit(f"{test}: {name_a} has {len(a)} sentences, {test_b}: {name_b} {len(b)}: "
+                             "not a paired test set")
+        if (a[:, 2] != b[:, 2]).any():
+            raise SystemExit(f"{test} and {test_b}: the gold entities per sentence differ: not a paired test set")
     else:
         test = argv[1]
         (name_a, model_a), (name_b, model_b) = (x.split("=", 1) for x in argv[2:4])
@@ -71,7 +81,7 @@ def main(argv) -> None:
     fa, fb = f1(a[idx].sum(axis=1)), f1(b[idx].sum(axis=1))
     diff = fa - fb
     result = {
-        "test": test, "sentences": n, "samples": samples,
+        "test": test if test_b in (None, test) else [test, test_b], "sentences": n, "samples": samples,
         name_a: round(100 * float(f1(a.sum(axis=0))), 2), name_b: round(100 * float(f1(b.sum(axis=0))), 2),
         "difference": round(100 * float(f1(a.sum(axis=0)) - f1(b.sum(axis=0))), 2),
         "difference_95ci": [round(100 * float(x), 2) for x in numpy.percentile(diff, [2.5, 97.5])],

@@ -2,13 +2,15 @@
 
     python scripts/seed_report.py RUNS_DIR [--bootstrap]
 
-Reads RUNS_DIR/eval-s{SEED}-{LANG}.json (the test sets, read once by `seed_runs.sh
-evaluate`), {V}-s{SEED}-{LANG}.guard.json and .timing.json, and prints markdown: per seed and language the raw-text F1 (gold-token F1 in brackets) of
-the teacher and each student, the guard's figures and verdict, and stage 2's wall time
-and peak RSS. Then the mean and standard deviation over the seeds found. With
---bootstrap it also runs the paired bootstrap (2,000 resamples of the per-sentence
-raw-text counts) of each student against the teacher and against self-training (ST),
-writing RUNS_DIR/bootstrap-s{SEED}-{LANG}-{A}-vs-{B}.json.
+Reads RUNS_DIR/eval-s{SEED}-{LANG}[-{VARIANTS}].json (the test sets, read once by
+`seed_runs.sh evaluate`; a student evaluated later on its own has a file of its own),
+{V}-s{SEED}-{LANG}.guard.json and .timing.json, and prints markdown: per seed and
+language the raw-text F1 (gold-token F1 in brackets) of the teacher and each student, the
+guard's figures and verdict, and stage 2's wall time and peak RSS. Then the mean and
+standard deviation over the seeds found. With --bootstrap it also runs the paired
+bootstrap (2,000 resamples of the per-sentence raw-text counts) of each student against
+the teacher and against self-training (ST), and of W against warm-started self-training
+(ST-W), writing RUNS_DIR/bootstrap-s{SEED}-{LANG}-{A}-vs-{B}.json.
 
 Last, the protocol's choice of the default stage 2 between P and W (BENCHMARKS.md,
 "Protocol for the stage-2 claims", rule 3), from the guard files alone (no test score):
@@ -18,13 +20,19 @@ more guard passes over the runs wins; on a tie the higher mean en/dev raw-text F
 import json
 import subprocess
 import sys
+from functools import lru_cache
 from pathlib import Path
 from statistics import mean, stdev
 
-VARIANTS = ("P", "W", "ST")
+#: each student's bootstrap comparisons: the teacher, self-training, and for W its fair
+#: baseline, self-training from the same warm start
+COMPARISONS = {"P": ("teacher", "ST"), "W": ("teacher", "ST", "ST-W"), "ST": ("teacher",),
+               "ST-W": ("teacher", "ST")}
 
 
+@lru_cache(maxsize=None)
 def load(path: Path):
+    """A JSON file's content, or None where it does not exist (read once per path)."""
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -56,12 +64,14 @@ def main(argv) -> None:
     runs = Path(argv[0])
     bootstrap = "--bootstrap" in argv
     evals = sorted(p for p in runs.glob("eval-s*-*.json") if not p.name.endswith(".per_sentence.json"))
-    per_system = {}
+    per_system, where = {}, {}
     print("| seed | lang | system | raw-text F1 (gold tokens) | en/dev raw F1 | agreement | max class cos | guard | stage-2 wall min | peak RSS GB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for path in evals:
         seed, lang = path.stem.split("-")[1][1:], path.stem.split("-")[2]
         results = load(path)["results"]
+        for name in results:
+            where.setdefault((seed, lang), {})[name] = path
         for name, r in results.items():
             raw, gold = 100 * r["raw_text"]["ents_f"], 100 * r["ents_f"]
             per_system.setdefault((lang, name), []).append((raw, gold))
@@ -72,12 +82,14 @@ def main(argv) -> None:
                 f"{guard['student_max_class_cosine']:.3f}", "trusted" if guard["trusted"] else "NOT trusted")
             t = ("-", "-") if timing is None else (f"{timing['wall_s'] / 60:.1f}", f"{timing['peak_rss_gb']:.2f}")
             print(f"| {seed} | {lang} | {name} | {raw:.2f} ({gold:.2f}) | " + " | ".join(g) + " | " + " | ".join(t) + " |")
-            if bootstrap and name in VARIANTS:
-                for other in ("teacher", "ST"):
-                    if other != name and other in results:
-                        out = runs / f"bootstrap-s{seed}-{lang}-{name}-vs-{other}.json"
-                        subprocess.run([sys.executable, str(Path(__file__).parent / "paired_bootstrap.py"), str(out),
-                                        "--eval", str(path), name, other], check=True, capture_output=True)
+    if bootstrap:
+        for (seed, lang), paths in where.items():
+            for name, others in COMPARISONS.items():
+                for other in (o for o in others if name in paths and o in paths):
+                    out = runs / f"bootstrap-s{seed}-{lang}-{name}-vs-{other}.json"
+                    subprocess.run([sys.executable, str(Path(__file__).parent / "paired_bootstrap.py"), str(out),
+                                    "--eval", str(paths[name]), name, other, "--eval-b", str(paths[other])],
+                                   check=True, capture_output=True)
     print("\n| lang | system | seeds | raw-text F1 mean (sd) | gold-token F1 mean (sd) |")
     print("|---|---|---|---|---|")
     for (lang, name), rows in sorted(per_system.items()):

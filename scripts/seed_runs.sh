@@ -6,10 +6,13 @@
 #   bash scripts/seed_runs.sh teacher SEED            stage 1 (1,800 steps), then calibrate
 #   bash scripts/seed_runs.sh pseudo SEED LANG        the teacher labels LANG/train.conll (first 4,000)
 #   bash scripts/seed_runs.sh student SEED LANG V     stage 2, V = P (paper: from the pretrained
-#                                                     encoder), W (warm start from the teacher) or
-#                                                     ST (plain self-training); calibrate, guard
+#                                                     encoder), W (warm start from the teacher),
+#                                                     ST (plain self-training) or ST-W (self-training
+#                                                     warm-started from the teacher); calibrate, guard
 #   bash scripts/seed_runs.sh evaluate SEED LANG      LANG/test, read once: teacher and every
-#                                                     student of the seed, raw text + gold tokens
+#                                                     student of the seed, raw text + gold tokens.
+#                                                     VARIANTS="ST-W" evaluates only those students
+#                                                     (no teacher) into eval-sSEED-LANG-ST-W.json
 #
 # Environment: RUNS (runs/issue13), DATA (../shared/data/conll), PY (.venv/bin/python),
 # ENCODER (encoders/multilingual-e5-small), GPU (-1), THREADS (1: torch threads a run);
@@ -57,7 +60,9 @@ student)
     P) EXTRA=() ;;
     W) EXTRA=(--paths.init_from "$RUNS/teacher-s$SEED/model-best") ;;
     ST) EXTRA=(--components.maral_ner.adaptation.refine false --components.maral_ner.adaptation.use_anchors false) ;;
-    *) echo "unknown variant $V (P, W or ST)" >&2; exit 2 ;;
+    ST-W) EXTRA=(--components.maral_ner.adaptation.refine false --components.maral_ner.adaptation.use_anchors false
+                 --paths.init_from "$RUNS/teacher-s$SEED/model-best") ;;
+    *) echo "unknown variant $V (P, W, ST or ST-W)" >&2; exit 2 ;;
   esac
   OUT=$RUNS/$V-s$SEED-$LANG_
   $PY -m spacy_maral measure "$OUT.timing.json" -- $PY -m spacy train configs/adapt.cfg --output "$OUT" \
@@ -76,12 +81,17 @@ student)
   ;;
 evaluate)
   LANG_=$3
-  MODELS=("teacher=$RUNS/teacher-s$SEED/model-best")
-  for V in P W ST; do
-    [ -d "$RUNS/$V-s$SEED-$LANG_/model-last" ] && MODELS+=("$V=$RUNS/$V-s$SEED-$LANG_/model-last")
+  if [ -n "${VARIANTS:-}" ]; then
+    MODELS=(); NAME=eval-s$SEED-$LANG_-${VARIANTS// /-}
+  else
+    MODELS=("teacher=$RUNS/teacher-s$SEED/model-best"); NAME=eval-s$SEED-$LANG_; VARIANTS="P W ST"
+  fi
+  for V in $VARIANTS; do
+    if [ -d "$RUNS/$V-s$SEED-$LANG_/model-last" ]; then MODELS+=("$V=$RUNS/$V-s$SEED-$LANG_/model-last")
+    else echo "note: $RUNS/$V-s$SEED-$LANG_/model-last is missing; not evaluated" >&2; fi
   done
   $PY -m spacy_maral evaluate "corpus/$LANG_-test.spacy" "${MODELS[@]}" --lang "$LANG_" --gpu-id "$GPU" --limit "$TEST_LIMIT" \
-    -o "$RUNS/eval-s$SEED-$LANG_.json" --reliability "$RUNS/reliability-s$SEED-$LANG_.png"
+    -o "$RUNS/$NAME.json" --reliability "$RUNS/reliability-${NAME#eval-}.png"
   ;;
 *)
   echo "unknown step $STEP" >&2; exit 2 ;;
