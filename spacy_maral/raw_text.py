@@ -136,8 +136,8 @@ def evaluate_raw_text(
         None: the pipeline's own (pipeline_max_width).
     RETURNS (dict): ents_p/r/f, ents_per_type, tp/fp/fn and per_sentence (see
         `char_prf`), "unreachable" (see `unreachable`), and, when the pipeline writes
-        entity scores
-        (doc.spans[key].attrs["scores"]), "calibration" (see calibration.reliability).
+        entity scores (doc.spans[key].attrs["scores"]), "calibration" (see
+        calibration.reliability).
     """
     sentences = raw_sentences(docs)
     spans_key = maral_spans_key(nlp)
