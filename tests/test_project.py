@@ -166,7 +166,10 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
         assert stored["score_temperature"] == pytest.approx(calibration["temperature"])
     # teacher and student tokenize with the source and target rules
     assert spacy.load(project / "training/teacher/model-best").config["nlp"]["tokenizer"]["lang"] == "en"
-    assert spacy.load(project / "training/adapt-de/model-last").config["nlp"]["tokenizer"]["lang"] == "de"
+    student_config = spacy.load(project / "training/adapt-de/model-last").config.interpolate()
+    assert student_config["nlp"]["tokenizer"]["lang"] == "de"
+    # the student starts from the teacher's weights (the default stage 2: BENCHMARKS.md, protocol rule 3)
+    assert student_config["initialize"]["after_init"]["init_from"] == "training/teacher/model-best"
     summary = json.loads((project / "corpus/de-pseudo/summary.json").read_text())
     assert summary["sentences"] == 400  # sample/de/train.txt, one sentence a line
     dist = project / "packages" / "xx_maral_ner-0.1.0" / "dist"
