@@ -49,16 +49,18 @@ def f1(counts: numpy.ndarray) -> numpy.ndarray:
     return numpy.where(n_pred + n_gold > 0, 2 * tp / numpy.maximum(n_pred + n_gold, 1), 0.0)
 
 
+def take_option(argv: list, flag: str, default):
+    """(the value after flag, or default; argv without the flag and its value)."""
+    if flag not in argv:
+        return default, argv
+    i = argv.index(flag)
+    return argv[i + 1], argv[:i] + argv[i + 2:]
+
+
 def main(argv) -> None:
-    samples, test_b = 2000, None
-    if "--samples" in argv:
-        i = argv.index("--samples")
-        samples = int(argv[i + 1])
-        argv = argv[:i] + argv[i + 2:]
-    if "--eval-b" in argv:
-        i = argv.index("--eval-b")
-        test_b = argv[i + 1]
-        argv = argv[:i] + argv[i + 2:]
+    samples, argv = take_option(argv, "--samples", 2000)
+    samples = int(samples)
+    test_b, argv = take_option(argv, "--eval-b", None)
     out = Path(argv[0])
     if argv[1] == "--eval":
         test, name_a, name_b = argv[2], argv[3], argv[4]

@@ -84,8 +84,8 @@ def main(argv) -> None:
             print(f"| {seed} | {lang} | {name} | {raw:.2f} ({gold:.2f}) | " + " | ".join(g) + " | " + " | ".join(t) + " |")
     if bootstrap:
         for (seed, lang), paths in where.items():
-            for name, others in COMPARISONS.items():
-                for other in (o for o in others if name in paths and o in paths):
+            for name in (n for n in COMPARISONS if n in paths):
+                for other in (o for o in COMPARISONS[name] if o in paths):
                     out = runs / f"bootstrap-s{seed}-{lang}-{name}-vs-{other}.json"
                     subprocess.run([sys.executable, str(Path(__file__).parent / "paired_bootstrap.py"), str(out),
                                     "--eval", str(paths[name]), name, other, "--eval-b", str(paths[other])],

@@ -56,12 +56,13 @@ pseudo)
   ;;
 student)
   LANG_=$3; V=$4
+  WARM=(--paths.init_from "$RUNS/teacher-s$SEED/model-best")
+  SELF_TRAINING=(--components.maral_ner.adaptation.refine false --components.maral_ner.adaptation.use_anchors false)
   case "$V" in
     P) EXTRA=() ;;
-    W) EXTRA=(--paths.init_from "$RUNS/teacher-s$SEED/model-best") ;;
-    ST) EXTRA=(--components.maral_ner.adaptation.refine false --components.maral_ner.adaptation.use_anchors false) ;;
-    ST-W) EXTRA=(--components.maral_ner.adaptation.refine false --components.maral_ner.adaptation.use_anchors false
-                 --paths.init_from "$RUNS/teacher-s$SEED/model-best") ;;
+    W) EXTRA=("${WARM[@]}") ;;
+    ST) EXTRA=("${SELF_TRAINING[@]}") ;;
+    ST-W) EXTRA=("${SELF_TRAINING[@]}" "${WARM[@]}") ;;
     *) echo "unknown variant $V (P, W, ST or ST-W)" >&2; exit 2 ;;
   esac
   OUT=$RUNS/$V-s$SEED-$LANG_
