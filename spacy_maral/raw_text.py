@@ -124,7 +124,11 @@ def pipeline_max_width(nlp: Language) -> Optional[int]:
 
 
 def evaluate_raw_text(
-    nlp: Language, docs: Sequence[Doc], batch_size: int = 64, max_width: Optional[int] = None
+    nlp: Language,
+    docs: Sequence[Doc],
+    batch_size: int = 64,
+    max_width: Optional[int] = None,
+    count_unreachable: bool = True,
 ) -> Dict[str, object]:
     """Score a pipeline on the raw text of gold docs, by exact character offsets.
 
@@ -134,6 +138,8 @@ def evaluate_raw_text(
     batch_size (int): texts per nlp.pipe batch.
     max_width (Optional[int]): the widest predictable entity for the unreachable count;
         None: the pipeline's own (pipeline_max_width).
+    count_unreachable (bool): also count the gold entities the pipeline cannot reach
+        (it tokenizes every sentence once more); False leaves "unreachable" out.
     RETURNS (dict): ents_p/r/f, ents_per_type, tp/fp/fn and per_sentence (see
         `char_prf`), "unreachable" (see `unreachable`), and, when the pipeline writes
         entity scores (doc.spans[key].attrs["scores"]), "calibration" (see
@@ -155,8 +161,9 @@ def evaluate_raw_text(
                 scores.append(score)
                 correct.append(span in gold)
     result = char_prf([s.gold for s in sentences], predicted)
-    width = max_width if max_width is not None else pipeline_max_width(nlp)
-    result["unreachable"] = unreachable(nlp, sentences, width)
+    if count_unreachable:
+        width = max_width if max_width is not None else pipeline_max_width(nlp)
+        result["unreachable"] = unreachable(nlp, sentences, width)
     if scores:
         result["calibration"] = reliability(scores, correct)
     return result

@@ -100,6 +100,10 @@ def test_raw_text_per_sentence_counts_sum_to_the_totals() -> None:
     # sentence 2: Bonn right, Rhein missed
     assert raw["per_sentence"] == [[1, 2, 2], [1, 1, 2]]
     assert (raw["tp"], raw["fp"], raw["fn"]) == (2, 1, 2)
+    # the guard needs only the scores: no second tokenization for the unreachable count
+    quick = evaluate_raw_text(nlp, gold, count_unreachable=False)
+    assert "unreachable" in raw and "unreachable" not in quick
+    assert quick["per_sentence"] == raw["per_sentence"]
 
 
 def test_paired_bootstrap_resamples_evaluate_per_sentence_counts(tmp_path) -> None:
