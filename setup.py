@@ -10,7 +10,7 @@ setup(
     packages=find_packages(include=["spacy_maral", "spacy_maral.*"]),
     python_requires=">=3.9",
     install_requires=[
-        # torch must be installed first (the CPU build); see README "Set-up".
+        # torch must be installed first (the CPU build); see the README, "Fresh machine: two commands".
         "torch>=2.1,<=2.13.0",
         "spacy>=3.8.0,<3.9.0",
         "spacy-transformers==1.4.0",

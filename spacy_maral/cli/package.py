@@ -1,4 +1,4 @@
-"""`python -m spacy_maral strip-adaptation` and `install-package`: ship a trained pipeline."""
+"""`python -m spacy_maral export` and `install-package`: ship a trained pipeline."""
 import json
 import subprocess
 import sys
