@@ -317,6 +317,21 @@ def test_benchmark_quick_mode_writes_report_json_and_plots(benchmark_run) -> Non
         dev = gold_examples(nlp, project / "corpus" / "en-dev.spacy")[: result["n_projection"]]
         assert margins["spans"]["min_angle_deg"] == pytest.approx(min_angle_deg(gold_span_means(nlp, dev)), abs=0.011)
     assert "margins" not in result["systems"]["ner"]
+    # each ablation got its own overrides and everything the runs share (`parallel --append`)
+    ablations = {
+        "maral": {}, "no-reweight": {("loss", "tau"): 0, ("adaptation", "tau_u"): 0},
+        "no-anchors": {("adaptation", "use_anchors"): False},
+        "self-training": {("adaptation", "use_anchors"): False, ("adaptation", "refine"): False},
+    }
+    default = {("loss", "tau"): 1.0, ("adaptation", "tau_u"): 0.1, ("adaptation", "use_anchors"): True,
+               ("adaptation", "refine"): True}
+    for name, overrides in ablations.items():
+        config = spacy.load(project / result["systems"][name]["model"]).config.interpolate()
+        component = config["components"]["maral_ner"]
+        for (block, key), value in {**default, **overrides}.items():
+            assert component[block][key] == value, (name, block, key)
+        assert config["initialize"]["after_init"]["init_from"] == "training/teacher/model-best", name
+        assert config["nlp"]["tokenizer"]["lang"] == "de" and config["training"]["max_steps"] == 6, name
     page = (benchmark_run / "BENCHMARKS.md").read_text()
     for name in names:
         assert f"| {name} |" in page
@@ -327,6 +342,18 @@ def test_benchmark_quick_mode_writes_report_json_and_plots(benchmark_run) -> Non
         data = (benchmark_run / file).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
         assert f"]({file})" in page
+
+
+def test_parallel_appends_the_shared_arguments_to_every_command(tmp_path) -> None:
+    """`spacy_maral parallel --append ARGS` runs each command with ARGS at its end (the
+    benchmark workflow writes the trainings' shared overrides once that way)."""
+    from spacy_maral.bench.parallel import run_parallel
+
+    show = "python -c 'import sys; print(sys.argv[1:])'"
+    failed = run_parallel([f"{show} a", f"{show} b --x 1"], jobs=2, log_dir=tmp_path, append="--y 'two words'")
+    assert failed == []
+    logs = sorted(p.read_text().strip() for p in tmp_path.glob("*.log"))
+    assert logs == ["['a', '--y', 'two words']", "['b', '--x', '1', '--y', 'two words']"]
 
 
 def test_project_assets_are_checksummed_public_conll_files() -> None:

@@ -10,13 +10,15 @@ from typing import List, Tuple
 from wasabi import msg
 
 
-def run_parallel(commands: List[str], jobs: int = 2, log_dir: Path = Path("logs")) -> List[str]:
+def run_parallel(commands: List[str], jobs: int = 2, log_dir: Path = Path("logs"), append: str = "") -> List[str]:
     """Run `commands` (shell-like strings, split with shlex; no shell), at most `jobs` at
     once. With jobs > 1 each gets OMP_NUM_THREADS=1 and MKL_NUM_THREADS=1.
 
     commands (List[str]): the commands.
     jobs (int): how many run at once.
     log_dir (Path): each command's stdout and stderr go to log_dir/<index>-<word>.log.
+    append (str): arguments added to the end of every command (split with shlex), e.g.
+        the overrides several trainings share, written once.
     RETURNS (List[str]): the commands that failed (empty when all succeeded).
     """
     log_dir = Path(log_dir)
@@ -24,6 +26,8 @@ def run_parallel(commands: List[str], jobs: int = 2, log_dir: Path = Path("logs"
     env = dict(os.environ)
     if jobs > 1:
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    if append:
+        commands = [f"{command} {append}" for command in commands]
     pending = list(enumerate(commands))
     running: List[Tuple[int, str, subprocess.Popen, Path, float]] = []
     failed: List[str] = []
