@@ -36,7 +36,7 @@ from spacy.tokens import Doc
 from tqdm import tqdm
 
 from .batching import pipe_length_sorted
-from .fileio import atomic_open, atomic_write_text, remove_stale_temporaries
+from .fileio import atomic_open, atomic_write_text, check_manifest, model_id, remove_stale_temporaries
 from .util import logger
 
 FORMATS = ("auto", "text", "jsonl", "parquet")
@@ -49,7 +49,6 @@ OUTPUT_SCHEMA = pyarrow.schema(
     ]
 )
 META_KEY = b"spacy_maral.annotate"
-MANIFEST = "_manifest.json"
 SUMMARY = "_summary.json"
 ERRORS = "_errors.jsonl"
 EXIT_BAD_LINES = 3
@@ -379,10 +378,21 @@ def annotate_records(
             except Exception as err:
                 bad.append(BadLine(file, line, f"the pipeline failed: {type(err).__name__}: {err}"))
                 rows.append([])
-        if len(bad) == len(records):  # every document: the pipeline is broken, not the input
+        if len(bad) == len(records) and not _runs_on_plain_text(nlp):  # the pipeline is broken, not the input
             raise batch_err
     table = rows_table([r[0] for r in records], rows)
     return {"table": table, "documents": len(records) - len(bad), "entities": table.num_rows, "bad_lines": bad}
+
+
+def _runs_on_plain_text(nlp: Language) -> bool:
+    """Whether the pipeline processes a short ordinary sentence: when every document of
+    a partition failed, this tells a broken pipeline from bad documents (a partition of
+    one bad document)."""
+    try:
+        nlp("This is a short test sentence.")
+    except Exception:
+        return False
+    return True
 
 
 # ---------------------------------------------------------- the driver side
@@ -440,37 +450,6 @@ def finished_partition(output_dir: Path, index: int, n_lines: int) -> Optional[D
     return meta
 
 
-def _model_id(model: Union[str, Path]) -> str:
-    path = Path(model)
-    return str(path.resolve()) if path.exists() else str(model)
-
-
-def check_manifest(output_dir: Path, manifest: Dict[str, Any]) -> None:
-    """Write OUTPUT/_manifest.json, or check that the one there describes this run.
-
-    output_dir (Path): the output directory.
-    manifest (Dict[str, Any]): the input files (name, size, mtime), the partition size,
-        the model and the fields of this run.
-    RAISES (ValueError): the output holds partitions of another run.
-    """
-    path = Path(output_dir) / MANIFEST
-    if path.exists():
-        try:
-            old = json.loads(path.read_text(encoding="utf8"))
-        except ValueError:
-            old = None
-        if old != manifest:
-            diffs = sorted(k for k in set(manifest) | set(old or {}) if (old or {}).get(k) != manifest.get(k))
-            raise ValueError(
-                f"{output_dir} holds the output of another annotate run (different: {', '.join(diffs) or 'unreadable manifest'}); "
-                "its partitions can't be resumed with these settings: use a new output directory, or delete it"
-            )
-        return
-    if any(Path(output_dir).glob("part-*.parquet")):
-        raise ValueError(f"{output_dir} has partitions but no {MANIFEST}: use a new output directory, or delete it")
-    atomic_write_text(path, json.dumps(manifest, indent=2))
-
-
 def annotate(
     engine,
     input_path: Union[str, Path],
@@ -509,10 +488,10 @@ def annotate(
     output_dir.mkdir(parents=True, exist_ok=True)
     manifest = {
         "inputs": [{"name": f.name, "format": f.format, "bytes": f.path.stat().st_size, "mtime_ns": f.path.stat().st_mtime_ns} for f in files],
-        "partition_size": partition_size, "model": _model_id(engine.spec.model),
+        "partition_size": partition_size, "model": model_id(engine.spec.model),
         "text_field": text_field, "id_field": id_field, "scores_key": scores_key,
     }
-    check_manifest(output_dir, manifest)
+    check_manifest(output_dir, manifest, run="annotate", outputs="part-*.parquet")
     remove_stale_temporaries(output_dir)  # left by a run killed mid-write
     stats = AnnotateStats(engine=engine.name, n_workers=engine.n_workers)
     file_order = {f.name: i for i, f in enumerate(files)}

@@ -3,12 +3,13 @@
 A process killed at any moment leaves either the old file or the new one, never a
 half-written file.
 """
+import json
 import os
 import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Dict, Iterator
+from typing import IO, Any, Dict, Iterator
 
 import numpy
 
@@ -90,3 +91,49 @@ def remove_stale_temporaries(directory: Path, pattern: str = "*") -> int:
             tmp.unlink()
             removed += 1
     return removed
+
+
+MANIFEST = "_manifest.json"
+
+
+def model_id(model: Any) -> str:
+    """A model's identity for a manifest: the resolved path of a directory, else the name
+    (an installed package)."""
+    path = Path(str(model))
+    return str(path.resolve()) if path.exists() else str(model)
+
+
+def check_manifest(output_dir: Path, manifest: Dict[str, Any], run: str, outputs: str) -> None:
+    """Write OUTPUT/_manifest.json, or check that the one there describes this run, so that
+    a resumed run never mixes its outputs with those of another (other input, model or
+    settings).
+
+    output_dir (Path): the output directory of a resumable run.
+    manifest (Dict[str, Any]): what the outputs are made from (JSON-serializable): the
+        input files (name, size, mtime), the model, the settings that change them.
+    run (str): the command's name, for the error message (e.g. "annotate").
+    outputs (str): glob of the output files a resumed run keeps (e.g. "part-*.parquet").
+    RAISES (ValueError): the directory holds outputs of another run, or outputs without
+        a manifest. A directory without outputs takes the new manifest.
+    """
+    output_dir = Path(output_dir)
+    path = output_dir / MANIFEST
+    has_outputs = any(output_dir.glob(outputs))
+    if path.exists() and has_outputs:
+        try:
+            old = json.loads(path.read_text(encoding="utf8"))
+        except ValueError:
+            old = None
+        if old == manifest:
+            return
+        diffs = sorted(k for k in set(manifest) | set(old or {}) if (old or {}).get(k) != manifest.get(k))
+        raise ValueError(
+            f"{output_dir} holds the output of another {run} run (different: {', '.join(diffs) or 'unreadable manifest'}); "
+            "its files can't be resumed with these settings: use a new output directory, or delete it"
+        )
+    if has_outputs:
+        raise ValueError(
+            f"{output_dir} has {outputs} files but no {MANIFEST} (they were not written by this {run} "
+            "version, or by another command): use a new output directory, or delete it"
+        )
+    atomic_write_text(path, json.dumps(manifest, indent=2))

@@ -8,13 +8,17 @@ doc.spans["maral_diagnostic_gold"] (for diagnostics only) and doc.ents is cleare
 
 Output: a directory of DocBin shards `shard-00000.spacy`, ... of `shard_size` sentences,
 each written atomically. Memory stays constant in the corpus size, and a run that is
-killed keeps its finished shards: started again, it skips them.
+killed keeps its finished shards: started again, it skips them. `_manifest.json` records
+what the shards are made from (input files, teacher, decision rule, tokenizer, shard
+size, limit); a run with anything else refuses the folder instead of mixing its shards
+with stale ones (the stage-2 reader reads every shard there).
 
 A shard is labelled in batches of similar length (spacy_maral.batching: less padding)
 and written in the corpus order. The work on a shard depends on that shard alone, and
 every engine (this process, or Ray actors: spacy_maral.ray_engine) runs the same
 `label_shard_bytes` on the same shard bytes, so their shards are bit-identical.
 """
+import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -30,7 +34,7 @@ from tqdm import tqdm
 from .batching import length_sorted_batches
 from .component import MaralNER, find_maral_ner
 from .convert import read_conll
-from .fileio import atomic_open, atomic_write_text, remove_stale_temporaries
+from .fileio import MANIFEST, atomic_open, atomic_write_text, check_manifest, remove_stale_temporaries
 from .readers import bare_copy, docbin_paths
 from .soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
 
@@ -54,6 +58,7 @@ class PseudoLabelStats:
         }
 
 
+SHARDS = "shard-*.spacy"
 CONLL_SUFFIXES = (".conll", ".conllu", ".iob", ".iob2", ".bio", ".bioes", ".tsv")
 
 
@@ -77,19 +82,19 @@ def iter_target_docs(path: Path, nlp: Language, gold_tokens: bool = False) -> It
 def _read_target_docs(path: Path, nlp: Language) -> Iterator[Doc]:
     if path.is_dir() or path.suffix == ".spacy":
         for file in docbin_paths(path):
-            yield from DocBin().from_disk(file).get_docs(nlp.vocab)
+            yield from read_docbin(file, nlp)
         return
     if path.suffix.lower() in CONLL_SUFFIXES:
         yield from read_conll(path, vocab=nlp.vocab)
         return
     if not path.exists():
         raise ValueError(f"target corpus {path} does not exist")
-    with path.open(encoding="utf8") as f:
-        for line_no, line in enumerate(f, start=1):
+    with path.open("rb") as f:
+        for line_no, raw in enumerate(f, start=1):
             try:
-                text = line.strip()
-            except UnicodeDecodeError as err:  # pragma: no cover - decoding happens in iteration
-                raise ValueError(f"{path}, line {line_no}: not UTF-8 ({err})") from err
+                text = raw.decode("utf8").strip()
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{path}, line {line_no}: not valid UTF-8 ({err.reason} at byte {err.start})") from err
             if text:
                 yield nlp.make_doc(text)
 
@@ -177,6 +182,7 @@ def pseudo_label(
     progress: bool = True,
     gold_tokens: bool = False,
     engine: Optional[Any] = None,
+    overwrite: bool = False,
 ) -> PseudoLabelStats:
     """Label a target corpus with a teacher pipeline, shard by shard.
 
@@ -191,14 +197,39 @@ def pseudo_label(
     gold_tokens (bool): keep the tokens of a .spacy or CoNLL corpus (iter_target_docs).
     engine (Optional[Any]): an entered engine whose workers load the same teacher
         (spacy_maral.engines.make_engine, e.g. Ray actors); None: this process, with `nlp`.
+    overwrite (bool): when output_dir holds the shards of another run (other input,
+        teacher or settings: its _manifest.json), delete them (and its summary.json)
+        instead of raising. The shards of this same run are kept either way.
     RETURNS (PseudoLabelStats): counts of what was read and written.
     """
     from .engines import InProcessEngine, WorkerSpec
 
+    if shard_size < 1:
+        raise ValueError(f"shard_size must be at least 1 (got {shard_size})")
+    if limit < 0:
+        raise ValueError(f"limit must be 0 (all) or positive (got {limit})")
     ner = find_maral_ner(nlp)
     output_dir = Path(output_dir)
+    manifest = {
+        "inputs": input_fingerprint(Path(input_path)),
+        # the head's weights identify the teacher (trained with its encoder); the score
+        # temperature, which `calibrate` changes, does not enter the soft labels
+        "teacher_head_sha256": hashlib.sha256(ner.model.to_bytes()).hexdigest(),
+        "classes": list(ner.classes), "inference_tau": float(ner.inference_tau),
+        "tokenizer": dict(nlp.config["nlp"]["tokenizer"]), "gold_tokens": gold_tokens,
+        "shard_size": shard_size, "limit": limit,
+    }
     output_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(output_dir, "shard-*.spacy")  # left by a run killed mid-write
+    try:
+        check_manifest(output_dir, manifest, run="pseudo-label", outputs=SHARDS)
+    except ValueError:
+        if not overwrite:
+            raise
+        for old in [*output_dir.glob(SHARDS), output_dir / "summary.json", output_dir / MANIFEST]:
+            if old.is_file():
+                old.unlink()
+        check_manifest(output_dir, manifest, run="pseudo-label", outputs=SHARDS)
+    remove_stale_temporaries(output_dir, SHARDS)  # left by a run killed mid-write
     stats = PseudoLabelStats()
     docs: Iterable[Doc] = iter_target_docs(input_path, nlp, gold_tokens=gold_tokens)
     if limit > 0:
@@ -244,6 +275,24 @@ def pseudo_label(
         raise ValueError(f"the target corpus {input_path} has no sentences")
     atomic_write_text(output_dir / "summary.json", json.dumps({"classes": list(ner.classes), **stats.to_dict()}, indent=2))
     return stats
+
+
+def read_docbin(path: Path, nlp: Language) -> Iterator[Doc]:
+    """The docs of one .spacy file, with an error that names the file when it is not one."""
+    try:
+        docbin = DocBin().from_disk(path)
+    except (ValueError, OSError) as err:
+        raise ValueError(f"{path}: not a readable .spacy (DocBin) file ({err})") from err
+    yield from docbin.get_docs(nlp.vocab)
+
+
+def input_fingerprint(path: Path) -> List[Dict[str, object]]:
+    """Name, size and modification time of the input file, or of each .spacy file of an
+    input directory: what a resumed run must find unchanged."""
+    if not path.exists():
+        raise ValueError(f"target corpus {path} does not exist")
+    files = docbin_paths(path) if path.is_dir() else [path]
+    return [{"name": str(f.resolve()), "bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns} for f in files]
 
 
 def _complete_shard(path: Path, expected: int) -> bool:

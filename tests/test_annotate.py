@@ -274,6 +274,38 @@ def test_bad_lines_are_reported_and_do_not_stop_the_run(ruler_dir, tmp_path) -> 
     assert "2 bad input line(s) skipped" in tolerant.stderr
 
 
+@spacy.Language.component("fails_on_boom")
+def fails_on_boom(doc):
+    if "BOOM" in doc.text:
+        raise RuntimeError("boom on purpose")
+    return doc
+
+
+@spacy.Language.component("always_fails")
+def always_fails(doc):
+    raise RuntimeError("broken pipeline")
+
+
+def test_a_partition_of_one_bad_document_does_not_stop_the_run(tmp_path) -> None:
+    """A document the pipeline fails on is a bad line even when it is its partition's only
+    document; a pipeline that fails on everything still stops the run."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("fails_on_boom")
+    model = tmp_path / "pipeline"
+    nlp.to_disk(model)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("hello Paris\n\nBOOM alone\n\nBerlin again\n", encoding="utf8")
+    stats = run_annotate(model, corpus, tmp_path / "out", partition_size=2)
+    assert stats.bad_lines == 1 and stats.documents == 2
+    errors = [json.loads(l) for l in (tmp_path / "out" / "_errors.jsonl").read_text(encoding="utf8").splitlines()]
+    assert [(e["file"], e["line"]) for e in errors] == [("corpus.txt", 3)]
+    broken = spacy.blank("en")
+    broken.add_pipe("always_fails")
+    broken.to_disk(tmp_path / "broken")
+    with pytest.raises(RuntimeError, match="broken pipeline"):
+        run_annotate(tmp_path / "broken", corpus, tmp_path / "out2", partition_size=2)
+
+
 def test_killed_ray_run_resumes(trained_dir, tmp_path) -> None:
     """SIGKILL a Ray run (driver, its local Ray instance and actors) after its first
     partition; the rerun keeps the finished partitions and ends with exactly the rows

@@ -255,7 +255,7 @@ def test_reader_errors(reader_corpora, tmp_path) -> None:
 def test_pseudo_label_shards_summary_and_gold_kept_aside(data, teacher, tmp_path) -> None:
     out = tmp_path / "pseudo"
     stats = pseudo_label(teacher, data["target"], out, batch_size=3, shard_size=4, progress=False)
-    assert sorted(p.name for p in out.iterdir()) == ["shard-00000.spacy", "shard-00001.spacy", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["_manifest.json", "shard-00000.spacy", "shard-00001.spacy", "summary.json"]
     summary = json.loads((out / "summary.json").read_text(encoding="utf8"))
     ner = teacher.get_pipe("maral_ner")
     assert summary["classes"] == list(ner.classes)
@@ -323,6 +323,63 @@ def test_pseudo_label_rerun_keeps_finished_shards(data, teacher, tmp_path) -> No
         assert spans_a == spans_b and a.text == b.text
         numpy.testing.assert_allclose(probs_a, probs_b, rtol=1e-5, atol=1e-6)
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+def test_pseudo_label_refuses_the_shards_of_another_run(data, teacher, tmp_path) -> None:
+    """A rerun into a folder that holds another run's shards (other settings, input or
+    teacher) stops with an error naming what differs, since the stage-2 reader would read
+    every shard there; --overwrite replaces them; the same run still resumes."""
+    out = tmp_path / "pseudo"
+    pseudo_label(teacher, data["target"], out, batch_size=4, shard_size=2, progress=False)
+    assert len(read_shards(out, teacher.vocab)) == 6 and len(list(out.glob("shard-*.spacy"))) == 3
+    with pytest.raises(ValueError, match="another pseudo-label run.*shard_size"):
+        pseudo_label(teacher, data["target"], out, batch_size=4, shard_size=4, progress=False)
+    with pytest.raises(ValueError, match="limit"):
+        pseudo_label(teacher, data["target"], out, batch_size=4, shard_size=2, limit=2, progress=False)
+    # a retrained teacher: other head weights
+    import torch
+
+    head = next(shim._model for node in teacher.get_pipe("maral_ner").model.walk() for shim in node.shims)
+    weight = next(head.parameters())
+    original = weight.detach().clone()
+    with torch.no_grad():
+        weight += 0.01
+    try:
+        with pytest.raises(ValueError, match="teacher_head_sha256"):
+            pseudo_label(teacher, data["target"], out, batch_size=4, shard_size=2, progress=False)
+    finally:
+        with torch.no_grad():
+            weight.copy_(original)
+    other = tmp_path / "other.txt"
+    other.write_text("Paris liegt in Frankreich .\n", encoding="utf8")
+    with pytest.raises(ValueError, match="inputs"):
+        pseudo_label(teacher, other, out, progress=False)
+    # nothing was touched by the refused runs: the same run resumes every shard
+    again = pseudo_label(teacher, data["target"], out, batch_size=4, shard_size=2, progress=False)
+    assert again.shards_kept == 3 and again.shards_written == 0
+    # --overwrite: the other run's shards go, none is left to be read with the new ones
+    replaced = pseudo_label(teacher, data["target"], out, batch_size=4, shard_size=4, progress=False, overwrite=True)
+    assert replaced.shards_written == 2 and replaced.shards_kept == 0
+    assert sorted(p.name for p in out.glob("shard-*.spacy")) == ["shard-00000.spacy", "shard-00001.spacy"]
+    assert len(read_shards(out, teacher.vocab)) == 6
+    # shards without a manifest (another tool, an older version) are refused too
+    (out / "_manifest.json").unlink()
+    with pytest.raises(ValueError, match="no _manifest.json"):
+        pseudo_label(teacher, data["target"], out, batch_size=4, shard_size=4, progress=False)
+
+
+def test_pseudo_label_bad_input_names_the_file(teacher, tmp_path) -> None:
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("Paris .\nK\xf6ln liegt am Rhein .\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin.txt, line 2: not valid UTF-8"):
+        pseudo_label(teacher, latin, tmp_path / "out", progress=False)
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "a.spacy").write_bytes(b"not a docbin")
+    with pytest.raises(ValueError, match=r"a.spacy: not a readable .spacy"):
+        pseudo_label(teacher, shards, tmp_path / "out2", progress=False)
+    with pytest.raises(ValueError, match="shard_size"):
+        pseudo_label(teacher, latin, tmp_path / "out3", shard_size=0, progress=False)
 
 
 def test_pseudo_label_text_file(teacher, tmp_path) -> None:

@@ -13,8 +13,9 @@ def pseudo_label_command(
     input_path: Path = typer.Argument(..., help="Target corpus: .spacy file or directory, a CoNLL-style file (.conll, .iob, .tsv...), or text with one sentence a line."),
     output_dir: Path = typer.Argument(..., help="Directory for the pseudo-labelled shards."),
     batch_size: int = typer.Option(32, "--batch-size", "-b", help="Sentences per teacher batch."),
-    shard_size: int = typer.Option(1000, "--shard-size", help="Sentences per output shard (a killed run keeps finished shards)."),
-    limit: int = typer.Option(0, "--limit", help="Label only the first N sentences (0 = all)."),
+    shard_size: int = typer.Option(1000, "--shard-size", min=1, help="Sentences per output shard (a killed run keeps finished shards)."),
+    limit: int = typer.Option(0, "--limit", min=0, help="Label only the first N sentences (0 = all)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="When OUTPUT_DIR holds the shards of another run (other input, teacher or settings), delete them instead of stopping. A rerun of the same run always keeps its finished shards."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the target text with this language's rules (spacy_maral.tokenizer.v1), e.g. de; default: the teacher's tokenizer."),
     gold_tokens: bool = typer.Option(False, "--gold-tokens", help="Keep the tokens of a .spacy or CoNLL corpus instead of tokenizing its raw text."),
@@ -59,7 +60,7 @@ def pseudo_label_command(
         try:
             stats = pseudo_label(
                 nlp, input_path, output_dir, batch_size=batch_size, shard_size=shard_size, limit=limit,
-                gold_tokens=gold_tokens, engine=workers,
+                gold_tokens=gold_tokens, engine=workers, overwrite=overwrite,
             )
         finally:
             if workers is not None:
