@@ -97,6 +97,8 @@ def test_guard_cli_and_export_package_the_teacher_when_the_student_fails(trained
         check=True, capture_output=True, text=True,
     )
     assert "SHOULD NOT BE TRUSTED" in run.stdout
+    # written to a pipe or log file: one plain progress line, no spinner frames or line erasing
+    assert "checking the student on" in run.stdout and "\x1b[2K" not in run.stdout
     verdict = json.loads(verdict_path.read_text())
     assert verdict["trusted"] is False and verdict["chosen"] == "teacher"
     assert verdict["chosen_path"] == str(trained_dir)

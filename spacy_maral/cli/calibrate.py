@@ -26,7 +26,7 @@ def calibrate_command(
     """
     import spacy
     from thinc.api import require_gpu
-    from wasabi import Printer
+    from ..util import cli_printer
 
     from ..calibration import fit_temperature, reliability, tempered_scores
     from ..component import find_maral_ner
@@ -35,7 +35,7 @@ def calibrate_command(
     from ..raw_text import entity_logits
     from ..tokenizer import tokenizer_rules
 
-    msg = Printer()
+    msg = cli_printer()
     if gpu_id >= 0:
         require_gpu(gpu_id)
     try:

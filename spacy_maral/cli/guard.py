@@ -32,14 +32,14 @@ def guard_command(
     """
     import spacy
     from thinc.api import require_gpu
-    from wasabi import Printer
+    from ..util import cli_printer
 
     from ..fileio import atomic_write_text
     from ..guard import GuardThresholds, check_student, choose
     from ..pseudo_label import iter_target_docs
     from ..tokenizer import set_tokenizer_lang
 
-    msg = Printer()
+    msg = cli_printer()
     if gpu_id >= 0:
         require_gpu(gpu_id)
     try:
