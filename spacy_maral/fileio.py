@@ -53,12 +53,16 @@ def replace_dir(path: Path) -> Iterator[Path]:
     """Yield a fresh temporary directory next to `path`; on success it replaces `path`.
 
     A failure inside the block leaves the old `path` untouched (and removes the
-    temporary directory). The swap is two renames; `path` is missing only between them.
+    temporary directory). The swap is two renames; `path` is missing only between them,
+    and a process killed there leaves the old directory as `.NAME.old`: the next call
+    for `path` puts it back first.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=str(path.parent)))
     old = path.with_name("." + path.name + ".old")
+    if old.is_dir() and not path.exists():  # killed between the two renames
+        os.replace(old, path)
+    tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=str(path.parent)))
     try:
         yield tmp
         if old.exists():

@@ -237,3 +237,28 @@ def test_pipe_20000_docs_two_processes_memory_flat_and_equal(trained_dir) -> Non
     assert late - early < 50_000, f"worker memory grew from {early} kB to {late} kB"
     # the main process keeps only the results
     assert main_after - main_before < 150_000, f"main memory grew from {main_before} kB to {main_after} kB"
+
+
+def test_replace_dir_swaps_keeps_the_old_on_failure_and_recovers_a_kill(tmp_path) -> None:
+    """`calibrate` and `export` rewrite a pipeline directory through replace_dir: the new
+    directory replaces the old only when the block succeeded, and a process killed
+    between the two renames (old moved aside, new not yet in place) loses nothing."""
+    from spacy_maral.fileio import replace_dir
+
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "weights").write_text("old", encoding="utf8")
+    with replace_dir(target) as new:
+        (new / "weights").write_text("new", encoding="utf8")
+    assert (target / "weights").read_text(encoding="utf8") == "new"
+    with pytest.raises(RuntimeError):
+        with replace_dir(target) as new:
+            (new / "weights").write_text("half", encoding="utf8")
+            raise RuntimeError("killed inside the block")
+    assert (target / "weights").read_text(encoding="utf8") == "new"
+    os.replace(target, tmp_path / ".model.old")  # the state a kill between the renames leaves
+    with pytest.raises(RuntimeError):
+        with replace_dir(target):
+            raise RuntimeError("fails again")
+    assert (target / "weights").read_text(encoding="utf8") == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary or .old left
