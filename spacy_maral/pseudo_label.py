@@ -59,6 +59,8 @@ class PseudoLabelStats:
 
 
 SHARDS = "shard-*.spacy"
+# inputs that would otherwise be read as plain text, line by line, without a complaint
+NOT_PLAIN_TEXT = (".jsonl", ".json", ".parquet", ".gz", ".bz2", ".xz", ".zip")
 CONLL_SUFFIXES = (".conll", ".conllu", ".iob", ".iob2", ".bio", ".bioes", ".tsv")
 
 
@@ -80,7 +82,13 @@ def iter_target_docs(path: Path, nlp: Language, gold_tokens: bool = False) -> It
 
 
 def _read_target_docs(path: Path, nlp: Language) -> Iterator[Doc]:
-    if path.is_dir() or path.suffix == ".spacy":
+    suffix = path.suffix.lower()
+    if suffix in NOT_PLAIN_TEXT:
+        raise ValueError(
+            f"{path}: pseudo-label reads plain text (one sentence a line), CoNLL-style files or .spacy, "
+            f"not {suffix}: write its texts one a line to a .txt file first"
+        )
+    if path.is_dir() or suffix == ".spacy":
         for file in docbin_paths(path):
             yield from read_docbin(file, nlp)
         return

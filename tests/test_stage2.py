@@ -380,6 +380,10 @@ def test_pseudo_label_bad_input_names_the_file(teacher, tmp_path) -> None:
         pseudo_label(teacher, shards, tmp_path / "out2", progress=False)
     with pytest.raises(ValueError, match="shard_size"):
         pseudo_label(teacher, latin, tmp_path / "out3", shard_size=0, progress=False)
+    jsonl = tmp_path / "corpus.jsonl"
+    jsonl.write_text('{"text": "Paris ."}\n', encoding="utf8")
+    with pytest.raises(ValueError, match=r"corpus.jsonl: pseudo-label reads plain text.*not .jsonl"):
+        pseudo_label(teacher, jsonl, tmp_path / "out4", progress=False)
 
 
 def test_pseudo_label_text_file(teacher, tmp_path) -> None:
