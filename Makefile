@@ -23,13 +23,14 @@ EVAL_EVERY ?= 200
 DEV_LIMIT ?= 1000
 SPEED_LIMIT ?= 1000
 VARS ?=
-# PyTorch's own index of CPU builds: PyPI's torch for Linux is the CUDA build (GBs more).
-# Used when it answers; otherwise pip's own index and find-links (a local CPU wheel).
+# PyTorch's own index of CPU builds, as an extra index: PyPI's torch for Linux is the
+# CUDA build (GBs more), and pip takes the highest match, 2.13.0+cpu from this index.
+# Where it cannot be reached pip warns and uses its own index and find-links.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-# offline by default (the encoder is built locally); a hub encoder needs
-# `make all HF_HUB_OFFLINE=0 TRANSFORMERS_OFFLINE=0 VARS="--vars.encoder ..."`
-export HF_HUB_OFFLINE ?= 1
-export TRANSFORMERS_OFFLINE ?= 1
+# offline (the encoder is built locally); a hub encoder needs them on make's command
+# line: `make all HF_HUB_OFFLINE=0 TRANSFORMERS_OFFLINE=0 VARS="--vars.encoder ..."`
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: setup test all conll benchmark browser clean-venv
 setup: $(VENV)/.installed browser
@@ -37,13 +38,7 @@ setup: $(VENV)/.installed browser
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	if $(PY) -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/torch/', timeout=10)" \
-	    "$(TORCH_INDEX)" 2>/dev/null; then \
-	  $(PY) -m pip install -q torch==2.13.0 --index-url "$(TORCH_INDEX)"; \
-	else \
-	  echo "$(TORCH_INDEX) does not answer: torch 2.13.0 from pip's own index and find-links"; \
-	  $(PY) -m pip install -q torch==2.13.0; \
-	fi
+	$(PY) -m pip install -q torch==2.13.0 --extra-index-url "$(TORCH_INDEX)"
 	$(PY) -m pip install -q -e ".[encoder,knn,dev,bench,ray]"
 	touch $@
 

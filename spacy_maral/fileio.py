@@ -107,7 +107,10 @@ def model_id(model: Any) -> str:
     return str(path.resolve()) if path.exists() else str(model)
 
 
-def check_manifest(output_dir: Path, manifest: Dict[str, Any], run: str, outputs: str) -> None:
+def check_manifest(
+    output_dir: Path, manifest: Dict[str, Any], run: str, outputs: str,
+    remedy: str = "use a new output directory, or delete it",
+) -> None:
     """Write OUTPUT/_manifest.json, or check that the one there describes this run, so that
     a resumed run never mixes its outputs with those of another (other input, model or
     settings).
@@ -117,6 +120,7 @@ def check_manifest(output_dir: Path, manifest: Dict[str, Any], run: str, outputs
         input files (name, size, mtime), the model, the settings that change them.
     run (str): the command's name, for the error message (e.g. "annotate").
     outputs (str): glob of the output files a resumed run keeps (e.g. "part-*.parquet").
+    remedy (str): what the error tells the user to do.
     RAISES (ValueError): the directory holds outputs of another run, or outputs without
         a manifest. A directory without outputs takes the new manifest.
     """
@@ -133,11 +137,11 @@ def check_manifest(output_dir: Path, manifest: Dict[str, Any], run: str, outputs
         diffs = sorted(k for k in set(manifest) | set(old or {}) if (old or {}).get(k) != manifest.get(k))
         raise ValueError(
             f"{output_dir} holds the output of another {run} run (different: {', '.join(diffs) or 'unreadable manifest'}); "
-            "its files can't be resumed with these settings: use a new output directory, or delete it"
+            f"its files can't be resumed with these settings: {remedy}"
         )
     if has_outputs:
         raise ValueError(
             f"{output_dir} has {outputs} files but no {MANIFEST} (they were not written by this {run} "
-            "version, or by another command): use a new output directory, or delete it"
+            f"version, or by another command): {remedy}"
         )
     atomic_write_text(path, json.dumps(manifest, indent=2))

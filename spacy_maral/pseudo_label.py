@@ -20,6 +20,7 @@ every engine (this process, or Ray actors: spacy_maral.ray_engine) runs the same
 """
 import hashlib
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
@@ -61,6 +62,7 @@ class PseudoLabelStats:
 SHARDS = "shard-*.spacy"
 # inputs that would otherwise be read as plain text, line by line, without a complaint
 NOT_PLAIN_TEXT = (".jsonl", ".json", ".parquet", ".gz", ".bz2", ".xz", ".zip")
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
 CONLL_SUFFIXES = (".conll", ".conllu", ".iob", ".iob2", ".bio", ".bioes", ".tsv")
 
 
@@ -81,30 +83,43 @@ def iter_target_docs(path: Path, nlp: Language, gold_tokens: bool = False) -> It
         yield doc if gold_tokens else retokenized(doc, nlp)
 
 
-def _read_target_docs(path: Path, nlp: Language) -> Iterator[Doc]:
+def check_target_path(path: Path) -> None:
+    """Raise a clear ValueError for a target corpus that does not exist or has a format
+    the readers would otherwise take for plain text (JSONL, Parquet, compressed)."""
+    if not path.exists():
+        raise ValueError(f"target corpus {path} does not exist")
     suffix = path.suffix.lower()
     if suffix in NOT_PLAIN_TEXT:
         raise ValueError(
-            f"{path}: pseudo-label reads plain text (one sentence a line), CoNLL-style files or .spacy, "
-            f"not {suffix}: write its texts one a line to a .txt file first"
+            f"{path}: the target text must be plain text (one sentence a line), a CoNLL-style "
+            f"file or .spacy, not {suffix}: write its texts one a line to a .txt file first"
         )
-    if path.is_dir() or suffix == ".spacy":
+
+
+def _read_target_docs(path: Path, nlp: Language) -> Iterator[Doc]:
+    check_target_path(path)
+    if path.is_dir() or path.suffix.lower() == ".spacy":
         for file in docbin_paths(path):
             yield from read_docbin(file, nlp)
         return
     if path.suffix.lower() in CONLL_SUFFIXES:
         yield from read_conll(path, vocab=nlp.vocab)
         return
-    if not path.exists():
-        raise ValueError(f"target corpus {path} does not exist")
-    with path.open("rb") as f:
-        for line_no, raw in enumerate(f, start=1):
+    line_no = 0
+    with path.open("rb") as f:  # bytes, so that a decoding error can name its line
+        for raw in f:
             try:
-                text = raw.decode("utf8").strip()
+                decoded = raw.decode("utf8")
             except UnicodeDecodeError as err:
-                raise ValueError(f"{path}, line {line_no}: not valid UTF-8 ({err.reason} at byte {err.start})") from err
-            if text:
-                yield nlp.make_doc(text)
+                raise ValueError(f"{path}, line {line_no + 1}: not valid UTF-8 ({err.reason} at byte {err.start})") from err
+            lines = LINE_BREAK.split(decoded)  # \n, \r\n and a lone \r end a line, as in text mode
+            if lines[-1] == "":
+                lines.pop()
+            for line in lines:
+                line_no += 1
+                text = line.strip()
+                if text:
+                    yield nlp.make_doc(text)
 
 
 def retokenized(doc: Doc, nlp: Language) -> Doc:
@@ -214,22 +229,23 @@ def pseudo_label(
 
     if shard_size < 1:
         raise ValueError(f"shard_size must be at least 1 (got {shard_size})")
-    if limit < 0:
-        raise ValueError(f"limit must be 0 (all) or positive (got {limit})")
+    limit = max(limit, 0)
     ner = find_maral_ner(nlp)
-    output_dir = Path(output_dir)
+    input_path, output_dir = Path(input_path), Path(output_dir)
+    check_target_path(input_path)  # before any old shard may be replaced
     manifest = {
-        "inputs": input_fingerprint(Path(input_path)),
+        "inputs": input_fingerprint(input_path),
         # the head's weights identify the teacher (trained with its encoder); the score
         # temperature, which `calibrate` changes, does not enter the soft labels
-        "teacher_head_sha256": hashlib.sha256(ner.model.to_bytes()).hexdigest(),
+        "teacher_head_sha256": head_fingerprint(ner),
         "classes": list(ner.classes), "inference_tau": float(ner.inference_tau),
         "tokenizer": dict(nlp.config["nlp"]["tokenizer"]), "gold_tokens": gold_tokens,
         "shard_size": shard_size, "limit": limit,
     }
     output_dir.mkdir(parents=True, exist_ok=True)
+    remedy = "use a new output directory, delete it, or pass --overwrite (overwrite=True) to replace them"
     try:
-        check_manifest(output_dir, manifest, run="pseudo-label", outputs=SHARDS)
+        check_manifest(output_dir, manifest, run="pseudo-label", outputs=SHARDS, remedy=remedy)
     except ValueError:
         if not overwrite:
             raise
@@ -288,19 +304,33 @@ def pseudo_label(
 def read_docbin(path: Path, nlp: Language) -> Iterator[Doc]:
     """The docs of one .spacy file, with an error that names the file when it is not one."""
     try:
-        docbin = DocBin().from_disk(path)
-    except (ValueError, OSError) as err:
-        raise ValueError(f"{path}: not a readable .spacy (DocBin) file ({err})") from err
-    yield from docbin.get_docs(nlp.vocab)
+        docs = list(DocBin().from_disk(path).get_docs(nlp.vocab))
+    except (ValueError, OSError, KeyError, TypeError, IndexError) as err:
+        raise ValueError(f"{path}: not a readable .spacy (DocBin) file ({type(err).__name__}: {err})") from err
+    yield from docs
 
 
 def input_fingerprint(path: Path) -> List[Dict[str, object]]:
     """Name, size and modification time of the input file, or of each .spacy file of an
-    input directory: what a resumed run must find unchanged."""
-    if not path.exists():
-        raise ValueError(f"target corpus {path} does not exist")
+    input directory (as `annotate` records its inputs): what a resumed run must find
+    unchanged."""
     files = docbin_paths(path) if path.is_dir() else [path]
-    return [{"name": str(f.resolve()), "bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns} for f in files]
+    return [{"name": f.name, "bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns} for f in files]
+
+
+def head_fingerprint(ner: MaralNER) -> str:
+    """SHA-256 of the values of maral_ner's own torch parameters (by name, on the CPU:
+    the same on every device), leaving out an encoder the component may own."""
+    digest = hashlib.sha256()
+    for node in ner.model.walk():
+        for shim in node.shims:
+            module = getattr(shim, "_model", None)
+            if module is None or type(module).__module__.split(".")[0] in ("transformers", "spacy_transformers"):
+                continue
+            for name, tensor in sorted(module.state_dict().items()):
+                digest.update(name.encode("utf8"))
+                digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _complete_shard(path: Path, expected: int) -> bool:

@@ -332,7 +332,7 @@ def test_pseudo_label_refuses_the_shards_of_another_run(data, teacher, tmp_path)
     out = tmp_path / "pseudo"
     pseudo_label(teacher, data["target"], out, batch_size=4, shard_size=2, progress=False)
     assert len(read_shards(out, teacher.vocab)) == 6 and len(list(out.glob("shard-*.spacy"))) == 3
-    with pytest.raises(ValueError, match="another pseudo-label run.*shard_size"):
+    with pytest.raises(ValueError, match="another pseudo-label run.*shard_size.*--overwrite"):
         pseudo_label(teacher, data["target"], out, batch_size=4, shard_size=4, progress=False)
     with pytest.raises(ValueError, match="limit"):
         pseudo_label(teacher, data["target"], out, batch_size=4, shard_size=2, limit=2, progress=False)
@@ -382,8 +382,18 @@ def test_pseudo_label_bad_input_names_the_file(teacher, tmp_path) -> None:
         pseudo_label(teacher, latin, tmp_path / "out3", shard_size=0, progress=False)
     jsonl = tmp_path / "corpus.jsonl"
     jsonl.write_text('{"text": "Paris ."}\n', encoding="utf8")
-    with pytest.raises(ValueError, match=r"corpus.jsonl: pseudo-label reads plain text.*not .jsonl"):
+    with pytest.raises(ValueError, match=r"corpus.jsonl: the target text must be plain text.*not .jsonl"):
         pseudo_label(teacher, jsonl, tmp_path / "out4", progress=False)
+    # old-Mac line ends (a lone \r) end lines too, as in text mode
+    mac = tmp_path / "mac.txt"
+    mac.write_bytes(b"Paris .\rBerlin .\r\nBonn .\n")
+    assert pseudo_label(teacher, mac, tmp_path / "out5", progress=False).sentences == 3
+    # an input refused before anything is read: --overwrite has not removed the old shards
+    kept = tmp_path / "kept"
+    pseudo_label(teacher, mac, kept, progress=False)
+    with pytest.raises(ValueError, match="not .jsonl"):
+        pseudo_label(teacher, jsonl, kept, progress=False, overwrite=True)
+    assert len(read_shards(kept, teacher.vocab)) == 3
 
 
 def test_pseudo_label_text_file(teacher, tmp_path) -> None:
