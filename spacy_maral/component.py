@@ -160,6 +160,7 @@ class MaralNER(TrainablePipe):
         self.inference_tau = inference_tau
         self.adapter = Adapter(adaptation) if adaptation is not None else None
         self.target_loss = ReweightedVMFLoss(tau=adaptation.tau_u, class_weights=False) if adaptation is not None else None
+        self._warned_no_subwords = False
 
     # ------------------------------------------------------------------ labels
     @property
@@ -214,7 +215,31 @@ class MaralNER(TrainablePipe):
                 vectors=self.model.ops.alloc2f(0, self.model.attrs["projection_dim"]),
                 lengths=lengths,
             )
-        return self.model.predict(docs)
+        scores = self.model.predict(docs)
+        self._warn_words_without_subwords(docs)
+        return scores
+
+    def _warn_words_without_subwords(self, docs: Sequence[Doc]) -> None:
+        """Warn (once) when words got no subword from the encoder: the transformer cut a
+        window at its maximum length (a window of many long or rare words), or its
+        tokenizer drops their characters. Such a word has a zero vector and is never part
+        of an entity; nothing else would say so."""
+        if self._warned_no_subwords or not Doc.has_extension("trf_data"):
+            return
+        lost = 0
+        for doc in docs:
+            trf = doc._.trf_data
+            if trf is None or not len(doc) or len(trf.align.lengths) != len(doc):
+                continue
+            lost += sum(1 for token, n in zip(doc, trf.align.lengths.tolist()) if n == 0 and not token.is_space)
+        if lost:
+            self._warned_no_subwords = True
+            logger.warning(
+                "maral_ner '%s': %d word(s) in this batch got no subword from the encoder and cannot be "
+                "entities: a window of [components.transformer.model.get_spans] passed the encoder's maximum "
+                "length (lower its window and stride), or its tokenizer drops their characters. "
+                "Said once per component.", self.name, lost,
+            )
 
     @property
     def score_temperature(self) -> float:
