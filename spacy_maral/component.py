@@ -231,7 +231,8 @@ class MaralNER(TrainablePipe):
             trf = doc._.trf_data
             if trf is None or not len(doc) or len(trf.align.lengths) != len(doc):
                 continue
-            lost += sum(1 for token, n in zip(doc, trf.align.lengths.tolist()) if n == 0 and not token.is_space)
+            empty = numpy.flatnonzero(self.model.ops.to_numpy(trf.align.lengths) == 0)
+            lost += sum(1 for i in empty.tolist() if not doc[i].is_space)
         if lost:
             self._warned_no_subwords = True
             logger.warning(

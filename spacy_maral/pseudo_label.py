@@ -36,7 +36,7 @@ from .batching import length_sorted_batches
 from .component import MaralNER, find_maral_ner
 from .convert import read_conll
 from .fileio import MANIFEST, atomic_open, atomic_write_text, check_manifest, remove_stale_temporaries
-from .readers import bare_copy, docbin_paths
+from .readers import bare_copy, docbin_paths, read_docs
 from .soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
 
 
@@ -99,8 +99,7 @@ def check_target_path(path: Path) -> None:
 def _read_target_docs(path: Path, nlp: Language) -> Iterator[Doc]:
     check_target_path(path)
     if path.is_dir() or path.suffix.lower() == ".spacy":
-        for file in docbin_paths(path):
-            yield from read_docbin(file, nlp)
+        yield from read_docs(path, nlp)
         return
     if path.suffix.lower() in CONLL_SUFFIXES:
         yield from read_conll(path, vocab=nlp.vocab)
@@ -268,10 +267,11 @@ def pseudo_label(
             if not chunk:
                 return
             path = output_dir / f"shard-{shard_no:05d}.spacy"
-            if _complete_shard(path, len(chunk)):
+            kept = _complete_shard(path, len(chunk))
+            if kept is not None:
                 stats.shards_kept += 1
                 stats.skipped_sentences += len(chunk)
-                for doc in DocBin().from_disk(path).get_docs(nlp.vocab):
+                for doc in kept.get_docs(nlp.vocab):
                     _count(doc, stats)
                 stats.sentences += len(chunk)
                 bar.update(len(chunk))
@@ -301,15 +301,6 @@ def pseudo_label(
     return stats
 
 
-def read_docbin(path: Path, nlp: Language) -> Iterator[Doc]:
-    """The docs of one .spacy file, with an error that names the file when it is not one."""
-    try:
-        docs = list(DocBin().from_disk(path).get_docs(nlp.vocab))
-    except (ValueError, OSError, KeyError, TypeError, IndexError) as err:
-        raise ValueError(f"{path}: not a readable .spacy (DocBin) file ({type(err).__name__}: {err})") from err
-    yield from docs
-
-
 def input_fingerprint(path: Path) -> List[Dict[str, object]]:
     """Name, size and modification time of the input file, or of each .spacy file of an
     input directory (as `annotate` records its inputs): what a resumed run must find
@@ -333,13 +324,16 @@ def head_fingerprint(ner: MaralNER) -> str:
     return digest.hexdigest()
 
 
-def _complete_shard(path: Path, expected: int) -> bool:
+def _complete_shard(path: Path, expected: int) -> Optional[DocBin]:
+    """The finished shard at `path` (read once), or None when it is missing, damaged or
+    not `expected` sentences long (then it is labelled again)."""
     if not path.exists():
-        return False
+        return None
     try:
-        return len(DocBin().from_disk(path)) == expected
+        shard = DocBin().from_disk(path)
     except Exception:  # a damaged shard is relabelled
-        return False
+        return None
+    return shard if len(shard) == expected else None
 
 
 def _count(doc: Doc, stats: PseudoLabelStats) -> None:

@@ -35,10 +35,19 @@ def docbin_paths(path: Union[str, Path]) -> List[Path]:
     return [path]
 
 
+def read_docbin(path: Path, nlp: Language) -> Iterator[Doc]:
+    """Stream the docs of one .spacy file, in order; an error names the file when it is
+    not a readable DocBin."""
+    try:
+        yield from DocBin().from_disk(path).get_docs(nlp.vocab)
+    except (ValueError, OSError, KeyError, TypeError, IndexError) as err:
+        raise ValueError(f"{path}: not a readable .spacy (DocBin) file ({type(err).__name__}: {err})") from err
+
+
 def read_docs(path: Union[str, Path], nlp: Language) -> Iterator[Doc]:
     """Stream the docs of a .spacy file or directory, in order."""
     for file in docbin_paths(path):
-        yield from DocBin().from_disk(file).get_docs(nlp.vocab)
+        yield from read_docbin(file, nlp)
 
 
 def target_subset(n_docs: int, max_docs: int, seed: int) -> numpy.ndarray:
