@@ -59,15 +59,16 @@ conll: setup
 	  --vars.target_docs $(MAX_TARGET_DOCS) --vars.stage2_epochs $(STAGE2_EPOCHS) \
 	  --vars.pseudo_limit $(PSEUDO_LIMIT) --vars.eval_every $(EVAL_EVERY) --vars.dev_limit $(DEV_LIMIT) $(VARS)
 
-# the benchmark workflow (issue 5) on the CoNLL data: spaCy ner, the maral teacher, the
-# MARAL student and its ablations, side by side; report and plots in benchmarks/conll-$(TARGET)
+# the benchmark project (benchmarks/project.yml) on the CoNLL data: spaCy ner, the maral
+# teacher, the MARAL student and its ablations, side by side; report and plots in
+# benchmarks/metrics/conll-$(TARGET) (git-ignored; results worth keeping go to benchmarks/results)
 benchmark: setup
-	cd project && ../$(PY) -m spacy project run benchmark . --vars.data_dir $(abspath $(DATA)) \
+	cd benchmarks && ../$(PY) -m spacy project run benchmark . --vars.data_dir $(abspath $(DATA)) \
 	  --vars.target_lang $(TARGET) --vars.target_text $(abspath $(DATA))/$(TARGET)/train.conll \
 	  --vars.stage1_steps $(STAGE1_STEPS) --vars.stage2_steps $(STAGE2_STEPS) \
 	  --vars.target_docs $(MAX_TARGET_DOCS) --vars.stage2_epochs $(STAGE2_EPOCHS) \
 	  --vars.pseudo_limit $(PSEUDO_LIMIT) --vars.eval_every $(EVAL_EVERY) --vars.dev_limit $(DEV_LIMIT) \
-	  --vars.bench_dir ../benchmarks/conll-$(TARGET) --vars.speed_limit $(SPEED_LIMIT) $(VARS)
+	  --vars.bench_dir metrics/conll-$(TARGET) --vars.speed_limit $(SPEED_LIMIT) $(VARS)
 
 # Debian's chromium, for the test that renders the displaCy page headless
 browser:

@@ -36,28 +36,28 @@ setup(
     },
     entry_points={
         "spacy_factories": [
-            "maral_ner = spacy_maral.component:make_maral_ner",
-            "maral_mlm = spacy_maral.mlm:make_maral_mlm",
+            "maral_ner = spacy_maral.pipeline.maral_ner:make_maral_ner",
+            "maral_mlm = spacy_maral.pipeline.maral_mlm:make_maral_mlm",
         ],
         "spacy_architectures": [
-            "spacy_maral.SpanNER.v1 = spacy_maral.model:build_span_ner",
+            "spacy_maral.SpanNER.v1 = spacy_maral.ml.span_ner:build_span_ner",
         ],
         "spacy_layers": [
-            "spacy_maral.first_subword.v1 = spacy_maral.model:first_subword_pooling",
+            "spacy_maral.first_subword.v1 = spacy_maral.ml.pooling:first_subword_pooling",
         ],
         "spacy_misc": [
-            "spacy_maral.ReweightedVMFLoss.v1 = spacy_maral.loss:configure_reweighted_vmf_loss",
-            "spacy_maral.Adaptation.v1 = spacy_maral.student:AdaptationSettings",
+            "spacy_maral.ReweightedVMFLoss.v1 = spacy_maral.ml.loss:configure_reweighted_vmf_loss",
+            "spacy_maral.Adaptation.v1 = spacy_maral.training.stage2.adapter:AdaptationSettings",
         ],
         "spacy_tokenizers": [
-            "spacy_maral.tokenizer.v1 = spacy_maral.tokenizer:create_language_tokenizer",
+            "spacy_maral.tokenizer.v1 = spacy_maral.pipeline.tokenizer:create_language_tokenizer",
         ],
         "spacy_readers": [
-            "spacy_maral.AdaptationCorpus.v1 = spacy_maral.readers:create_adaptation_corpus",
+            "spacy_maral.AdaptationCorpus.v1 = spacy_maral.training.readers:create_adaptation_corpus",
         ],
         "spacy_callbacks": [
-            "spacy_maral.configure_encoder.v1 = spacy_maral.callbacks:configure_encoder",
-            "spacy_maral.epoch_hook.v1 = spacy_maral.callbacks:make_epoch_hook",
+            "spacy_maral.configure_encoder.v1 = spacy_maral.training.callbacks:configure_encoder",
+            "spacy_maral.epoch_hook.v1 = spacy_maral.training.callbacks:make_epoch_hook",
         ],
     },
 )

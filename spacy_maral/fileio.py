@@ -1,25 +1,44 @@
-"""Atomic file writes: a temporary file in the target folder, fsync, then os.replace.
+"""Atomic file and folder writes: the one way spacy-maral writes what it keeps.
 
-A process killed at any moment leaves either the old file or the new one, never a
-half-written file.
+Everything is written to a temporary name in the destination's folder and renamed into
+place, so a process killed at any moment leaves either the old file or the new one,
+never a half-written one. Files and folders get the modes a plain `open()` or `mkdir()`
+would give them under the process's umask (one permission rule for every writer).
 """
-import json
 import os
 import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Dict, Iterator
+from typing import IO, Dict, Iterator
 
 import numpy
+
+
+def current_umask() -> int:
+    """The process umask (read by setting and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode of a new file: 0o666 under the umask, as open() gives."""
+    return 0o666 & ~current_umask()
+
+
+def dir_mode() -> int:
+    """The mode of a new folder: 0o777 under the umask, as mkdir() gives."""
+    return 0o777 & ~current_umask()
 
 
 @contextmanager
 def atomic_open(path: Path, mode: str = "wb") -> Iterator[IO]:
     """Open a temporary file next to `path`; on success it replaces `path`.
 
-    path (Path): the final file.
+    path (Path): the final file; its folder is created if needed.
     mode (str): "wb" or "w" (text, UTF-8).
+    A failure inside the block leaves `path` as it was and no temporary file behind.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -29,17 +48,17 @@ def atomic_open(path: Path, mode: str = "wb") -> Iterator[IO]:
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, file_mode())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
 
 
-def atomic_savez(path: Path, arrays: Dict[str, numpy.ndarray]) -> None:
-    """numpy.savez to `path`, atomically."""
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write bytes to `path`, atomically."""
     with atomic_open(path, "wb") as f:
-        numpy.savez(f, **arrays)
+        f.write(data)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -48,23 +67,51 @@ def atomic_write_text(path: Path, text: str) -> None:
         f.write(text)
 
 
+def atomic_savez(path: Path, arrays: Dict[str, numpy.ndarray]) -> None:
+    """numpy.savez to `path`, atomically."""
+    with atomic_open(path, "wb") as f:
+        numpy.savez(f, **arrays)
+
+
+def old_dir(path: Path) -> Path:
+    """Where replace_dir keeps the previous folder during its swap: `.NAME.old`."""
+    path = Path(path)
+    return path.with_name("." + path.name + ".old")
+
+
+def recover_dir(path: Path) -> None:
+    """Put back the folder a process killed between replace_dir's two renames left only
+    as `.NAME.old`."""
+    old = old_dir(path)
+    if old.is_dir() and not Path(path).exists():
+        os.replace(old, path)
+
+
+def _apply_modes(directory: Path) -> None:
+    """Give a folder made by mkdtemp (mode 0700) and everything in it the usual modes."""
+    directory.chmod(dir_mode())
+    for root, dirs, _ in os.walk(directory):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), dir_mode())
+
+
 @contextmanager
 def replace_dir(path: Path) -> Iterator[Path]:
-    """Yield a fresh temporary directory next to `path`; on success it replaces `path`.
+    """Yield a fresh temporary folder next to `path`; on success it replaces `path`.
 
     A failure inside the block leaves the old `path` untouched (and removes the
-    temporary directory). The swap is two renames; `path` is missing only between them,
-    and a process killed there leaves the old directory as `.NAME.old`: the next call
-    for `path` puts it back first.
+    temporary folder). The swap is two renames; `path` is missing only between them, and
+    a process killed there leaves the old folder as `.NAME.old`: the next call (or
+    recover_dir) puts it back first. The new folder gets the modes mkdir() would give.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    old = path.with_name("." + path.name + ".old")
-    if old.is_dir() and not path.exists():  # killed between the two renames
-        os.replace(old, path)
+    recover_dir(path)
+    old = old_dir(path)
     tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=str(path.parent)))
     try:
         yield tmp
+        _apply_modes(tmp)
         if old.exists():
             shutil.rmtree(old)
         if path.exists():
@@ -95,53 +142,3 @@ def remove_stale_temporaries(directory: Path, pattern: str = "*") -> int:
             tmp.unlink()
             removed += 1
     return removed
-
-
-MANIFEST = "_manifest.json"
-
-
-def model_id(model: Any) -> str:
-    """A model's identity for a manifest: the resolved path of a directory, else the name
-    (an installed package)."""
-    path = Path(str(model))
-    return str(path.resolve()) if path.exists() else str(model)
-
-
-def check_manifest(
-    output_dir: Path, manifest: Dict[str, Any], run: str, outputs: str,
-    remedy: str = "use a new output directory, or delete it",
-) -> None:
-    """Write OUTPUT/_manifest.json, or check that the one there describes this run, so that
-    a resumed run never mixes its outputs with those of another (other input, model or
-    settings).
-
-    output_dir (Path): the output directory of a resumable run.
-    manifest (Dict[str, Any]): what the outputs are made from (JSON-serializable): the
-        input files (name, size, mtime), the model, the settings that change them.
-    run (str): the command's name, for the error message (e.g. "annotate").
-    outputs (str): glob of the output files a resumed run keeps (e.g. "part-*.parquet").
-    remedy (str): what the error tells the user to do.
-    RAISES (ValueError): the directory holds outputs of another run, or outputs without
-        a manifest. A directory without outputs takes the new manifest.
-    """
-    output_dir = Path(output_dir)
-    path = output_dir / MANIFEST
-    has_outputs = any(output_dir.glob(outputs))
-    if path.exists() and has_outputs:
-        try:
-            old = json.loads(path.read_text(encoding="utf8"))
-        except ValueError:
-            old = None
-        if old == manifest:
-            return
-        diffs = sorted(k for k in set(manifest) | set(old or {}) if (old or {}).get(k) != manifest.get(k))
-        raise ValueError(
-            f"{output_dir} holds the output of another {run} run (different: {', '.join(diffs) or 'unreadable manifest'}); "
-            f"its files can't be resumed with these settings: {remedy}"
-        )
-    if has_outputs:
-        raise ValueError(
-            f"{output_dir} has {outputs} files but no {MANIFEST} (they were not written by this {run} "
-            f"version, or by another command): {remedy}"
-        )
-    atomic_write_text(path, json.dumps(manifest, indent=2))

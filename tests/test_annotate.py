@@ -24,14 +24,19 @@ import pytest
 import spacy
 from spacy.tokens import DocBin
 
-from spacy_maral.annotate import (
-    EXIT_BAD_LINES, OUTPUT_SCHEMA, annotate, input_files, iter_partitions, iter_units, parse_partition,
+from helpers import TRAIN_SENTENCES
+from spacy_maral.inference.annotate import (
+    EXIT_BAD_LINES,
+    OUTPUT_SCHEMA,
+    annotate,
+    input_files,
+    iter_partitions,
+    iter_units,
+    parse_partition,
 )
-from spacy_maral.batching import length_sorted_batches, pipe_length_sorted
-from spacy_maral.engines import make_engine
-from spacy_maral.pseudo_label import pseudo_label
-
-from conftest import TRAIN_SENTENCES
+from spacy_maral.inference.batching import length_sorted_batches, pipe_length_sorted
+from spacy_maral.inference.engines import make_engine
+from spacy_maral.training.pseudo_label import pseudo_label
 
 if os.environ.get("CI"):
     import ray  # noqa: F401  (CI installs the extra: a missing ray is a failure there)
@@ -116,7 +121,8 @@ def test_length_sorted_batches_and_order_restored() -> None:
     assert seen == [[1, 2, 3], [3, 4, 5], [6, 7, 8], [9]]  # batches of similar length
     # a buffer of 4: each buffer is sorted on its own, results still in input order
     seen.clear()
-    assert [len(x) for x in pipe_length_sorted(nlp, texts, batch_size=2, buffer_size=4, transform=lambda d: d.text)] == [len(t) for t in texts]
+    lengths = [len(x) for x in pipe_length_sorted(nlp, texts, batch_size=2, buffer_size=4, transform=lambda d: d.text)]
+    assert lengths == [len(t) for t in texts]
     assert seen == [[1, 3], [5, 9], [2, 3], [7, 8], [4, 6]]
     assert [[len(t) for t in b] for b in length_sorted_batches(texts[:4], 2)] == [[1, 3], [5, 9]]
 
@@ -149,7 +155,7 @@ def test_inputs_text_jsonl_parquet_and_bad_lines(tmp_path) -> None:
         ("a.txt:1", "Angela Merkel visited Paris ."), ("a.txt:4", "Siemens in Berlin ."),
         ("7", "John Smith works for Google ."), ("b.jsonl:7", "no id, Berlin ."), ("p1", "Paris ."),
     ]
-    assert [(b.file, b.line) for b in bad] == [("b.jsonl", 2), ("b.jsonl", 3), ("b.jsonl", 4), ("b.jsonl", 5), ("b.jsonl", 6), ("c.parquet", 2)]
+    assert [(b.file, b.line) for b in bad] == [("b.jsonl", n) for n in range(2, 7)] + [("c.parquet", 2)]
     reasons = [b.reason for b in bad]
     assert "invalid JSON" in reasons[0] and "no 'text' field" in reasons[1] and "not a JSON object" in reasons[2]
     assert "not a string" in reasons[3] and "UTF-8" in reasons[4] and "null" in reasons[5]
@@ -191,7 +197,9 @@ def test_maral_pipeline_rows_with_scores(trained_dir, tmp_path) -> None:
     for i, doc in enumerate(nlp.pipe(CORPUS, batch_size=4)):
         group = doc.spans["maral"]
         scores = {(s.start_char, s.end_char, s.label_): float(p) for s, p in zip(group, group.attrs["scores"])}
-        expected += [(f"doc{i}", e.start_char, e.end_char, e.text, e.label_, scores[(e.start_char, e.end_char, e.label_)]) for e in doc.ents]
+        expected += [
+            (f"doc{i}", e.start_char, e.end_char, e.text, e.label_, scores[(e.start_char, e.end_char, e.label_)]) for e in doc.ents
+        ]
     assert len(rows) == len(expected) > 20
     for row, (doc_id, start, end, text, label, score) in zip(rows, expected):
         # batches differ (length-sorted vs arrival order): scores agree to float precision
@@ -260,7 +268,7 @@ def test_bad_lines_are_reported_and_do_not_stop_the_run(ruler_dir, tmp_path) -> 
     proc = subprocess.run(annotate_cmd(ruler_dir, corpus, out, "--partition-size", "2"), env=ENV, capture_output=True, text=True)
     assert proc.returncode == EXIT_BAD_LINES, proc.stderr
     assert "corpus.jsonl, line 3: invalid JSON" in proc.stderr and "corpus.jsonl, line 5: no 'text' field" in proc.stderr
-    errors = [json.loads(l) for l in (out / "_errors.jsonl").read_text(encoding="utf8").splitlines()]
+    errors = [json.loads(line) for line in (out / "_errors.jsonl").read_text(encoding="utf8").splitlines()]
     assert [(e["file"], e["line"]) for e in errors] == [("corpus.jsonl", 3), ("corpus.jsonl", 5)]
     ids = sorted({r["id"] for r in table_of(out).to_pylist()})
     nlp = spacy.load(ruler_dir)
@@ -297,7 +305,7 @@ def test_a_partition_of_one_bad_document_does_not_stop_the_run(tmp_path) -> None
     corpus.write_text("hello Paris\n\nBOOM alone\n\nBerlin again\n", encoding="utf8")
     stats = run_annotate(model, corpus, tmp_path / "out", partition_size=2)
     assert stats.bad_lines == 1 and stats.documents == 2
-    errors = [json.loads(l) for l in (tmp_path / "out" / "_errors.jsonl").read_text(encoding="utf8").splitlines()]
+    errors = [json.loads(line) for line in (tmp_path / "out" / "_errors.jsonl").read_text(encoding="utf8").splitlines()]
     assert [(e["file"], e["line"]) for e in errors] == [("corpus.txt", 3)]
     broken = spacy.blank("en")
     broken.add_pipe("always_fails")

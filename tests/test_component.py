@@ -19,12 +19,17 @@ from spacy.training import Example
 from spacy.util import registry
 from thinc.api import Adam, fix_random_seed
 
-from conftest import (
-    TRAIN_SENTENCES, assert_same_predictions, build_nlp, encoder_parameters, make_examples, predictions,
+from helpers import (
+    TRAIN_SENTENCES,
+    assert_same_predictions,
+    build_nlp,
+    encoder_parameters,
+    make_examples,
+    predictions,
 )
-from spacy_maral.component import MaralNER, collapsed_class_pairs
-from spacy_maral.model import SpanScores, get_span_head
-from spacy_maral.spans import count_spans, enumerate_spans
+from spacy_maral.ml.span_ner import SpanScores, get_span_head
+from spacy_maral.ml.spans import count_spans, enumerate_spans
+from spacy_maral.pipeline.maral_ner import MaralNER, collapsed_class_pairs
 
 NEW_FILTER = "spacy.prioritize_new_ents_filter.v1"
 EXISTING_FILTER = "spacy.prioritize_existing_ents_filter.v1"
@@ -152,7 +157,9 @@ def test_spans_inside_a_too_wide_entity_are_masked_not_trained_as_o(initialized)
     ref = Doc(initialized.vocab, words=words)
     ref.ents = [Span(ref, 1, 9, "ORG")]  # 8 tokens: wider than max_width
     spans = enumerate_spans([len(words)], ner.max_width)
-    scores = SpanScores(spans=spans, logits=numpy.zeros((len(spans), 5), "f"), vectors=numpy.zeros((len(spans), 16), "f"), lengths=[len(words)])
+    scores = SpanScores(
+        spans=spans, logits=numpy.zeros((len(spans), 5), "f"), vectors=numpy.zeros((len(spans), 16), "f"), lengths=[len(words)]
+    )
     labels, mask = ner.gold_span_labels([Example(Doc(initialized.vocab, words=words), ref)], scores)
     for (_, s, e), label, m in zip(spans.tolist(), labels.tolist(), mask.tolist()):
         assert label == 0  # the entity itself is not enumerable, nothing else is an entity
@@ -175,11 +182,11 @@ def test_gold_span_labels_and_missing_annotation_mask(initialized) -> None:
     spans = enumerate_spans([len(words), len(words)], ner.max_width)
     scores = SpanScores(spans=spans, logits=numpy.zeros((len(spans), 5), "f"), vectors=numpy.zeros((len(spans), 16), "f"), lengths=[8, 8])
     labels, mask = ner.gold_span_labels(examples, scores)
-    by_span = {(int(d), int(s), int(e)): (int(l), float(m)) for (d, s, e), l, m in zip(spans, labels, mask)}
+    by_span = {(int(d), int(s), int(e)): (int(y), float(m)) for (d, s, e), y, m in zip(spans, labels, mask)}
     assert by_span[(0, 0, 2)] == (1, 1.0)  # PER
     assert by_span[(0, 4, 5)] == (3, 1.0)  # ORG
     assert by_span[(0, 6, 7)] == (0, 1.0)  # London is O in the full example
-    assert sum(l != 0 for (d, _, _), (l, _) in by_span.items() if d == 0) == 2
+    assert sum(y != 0 for (d, _, _), (y, _) in by_span.items() if d == 0) == 2
     assert all(m == 1.0 for (d, _, _), (_, m) in by_span.items() if d == 0)
     assert by_span[(1, 0, 2)] == (1, 1.0)
     assert by_span[(1, 0, 1)] == (0, 1.0)
@@ -247,7 +254,7 @@ def test_evaluate_counts_unpredictable_wide_entities_as_misses(trained) -> None:
     scores = nlp.evaluate(examples)
     assert scores["ents_r"] == 0.0
     # the raw-text evaluation counts it as one unreachable gold entity: a miss
-    from spacy_maral.raw_text import evaluate_raw_text
+    from spacy_maral.evaluation.raw_text import evaluate_raw_text
 
     raw = evaluate_raw_text(nlp, [ref])  # max_width is the pipeline's own
     assert raw["fn"] == 1 and raw["tp"] == 0
@@ -615,7 +622,7 @@ def test_end_epoch_warns_when_class_means_collapse(tiny_encoder, caplog) -> None
 
 
 def test_span_class_geometry_counts_gold_spans_and_is_a_cosine_matrix(trained) -> None:
-    from spacy_maral.margins import span_class_geometry
+    from spacy_maral.evaluation.margins import span_class_geometry
 
     nlp = trained.nlp
     docs = [eg.reference for eg in make_examples(nlp)]

@@ -1,4 +1,4 @@
-"""Tests of the CoNLL-style reader/converter (`spacy_maral.convert`) and its CLI command."""
+"""Tests of the CoNLL-style reader/converter (`spacy_maral.corpora.conll`) and its CLI command."""
 from pathlib import Path
 from typing import List, Tuple
 
@@ -9,8 +9,9 @@ from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 from typer.testing import CliRunner
 
+from helpers import conll_file
 from spacy_maral.cli import app
-from spacy_maral.convert import (
+from spacy_maral.corpora import (
     ConversionError,
     ConversionStats,
     convert_file,
@@ -19,8 +20,6 @@ from spacy_maral.convert import (
     docs_to_conll,
     read_conll,
 )
-
-SHARED_CONLL = Path(__file__).parents[1].parent / "shared/data/conll"
 
 
 def write(folder: Path, name: str, text: str, encoding: str = "utf-8") -> Path:
@@ -329,7 +328,7 @@ def test_convert_file_failed_write_leaves_no_temp_file(
     def broken_replace(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("spacy_maral.convert.os.replace", broken_replace)
+    monkeypatch.setattr("spacy_maral.fileio.os.replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         convert_file(write(tmp_path, "a.conll", CONLL), out)
     assert out.read_bytes() == b"previous content"
@@ -455,11 +454,8 @@ def test_cli_rejects_output_that_is_no_spacy_file(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- shared data
 
 
-@pytest.mark.skipif(
-    not (SHARED_CONLL / "es/test.conll").exists(), reason="shared CoNLL data absent"
-)
 def test_shared_es_test_counts() -> None:
-    path = SHARED_CONLL / "es/test.conll"
+    path = conll_file("es", "test")  # $MARAL_CONLL_DIR/es/test.conll, or a skip
     docs, stats = read(path)
     assert (len(docs), stats.sentences, stats.total_entities) == (1517, 1517, 3559)
     assert (stats.fmt, stats.scheme, stats.documents) == ("conll", "iob2", 0)

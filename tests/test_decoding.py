@@ -1,12 +1,12 @@
-"""Tests of the non-overlapping greedy decoder (spacy_maral.decoding, METHOD.md section 6)."""
+"""Tests of the non-overlapping greedy decoder (spacy_maral.pipeline.decoding, METHOD.md section 6)."""
 from typing import List, Tuple
 
 import numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spacy_maral.decoding import NON_ENTITY, decode_doc
-from spacy_maral.spans import enumerate_spans
+from spacy_maral.ml.spans import enumerate_spans
+from spacy_maral.pipeline.decoding import NON_ENTITY, decode_doc
 
 Kept = List[Tuple[int, int, int, float]]
 
@@ -64,7 +64,7 @@ def test_decode_properties(data) -> None:
     # sorted by start, no two kept spans overlap
     assert kept == sorted(kept)
     covered = numpy.zeros(n_tokens, dtype=int)
-    for s, e, c, p in kept:
+    for s, e, _, _ in kept:
         assert 0 <= s < e <= n_tokens
         covered[s:e] += 1
     assert (covered <= 1).all()

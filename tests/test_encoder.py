@@ -1,4 +1,4 @@
-"""Tests of the offline multilingual-e5-small build (spacy_maral.encoder).
+"""Tests of the offline multilingual-e5-small build (spacy_maral.encoders).
 
 The fast tests use hand-made data only. The full build (about 15 s and 480 MB on disk,
 plus loading it in transformers and spacy-transformers) is marked `slow`.
@@ -11,17 +11,11 @@ from typing import Dict, List, Tuple
 import numpy as np
 import pytest
 
-from spacy_maral import encoder
-from spacy_maral.encoder import (
-    REQUIRED_FILES,
-    build_e5_encoder,
-    dequantize_q4_0,
-    hf_tensor_names,
-    parse_e5_file,
-    read_e5_file,
-    write_sentencepiece_model,
-    xlmr_spm_vocab,
-)
+from spacy_maral.encoders import build as encoder
+from spacy_maral.encoders.build import REQUIRED_FILES, build_e5_encoder
+from spacy_maral.encoders.e5_file import dequantize_q4_0, parse_e5_file, read_e5_file
+from spacy_maral.encoders.hf_export import hf_tensor_names
+from spacy_maral.encoders.sentencepiece import write_sentencepiece_model, xlmr_spm_vocab
 
 
 def _q4_block(scale: float, low: List[int], high: List[int]) -> bytes:

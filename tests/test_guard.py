@@ -8,10 +8,10 @@ import spacy
 import torch
 from spacy.tokens import DocBin
 
-from conftest import build_nlp, make_examples
-from spacy_maral.component import find_maral_ner
-from spacy_maral.guard import GuardThresholds, check_student, choose, target_agreement
-from spacy_maral.model import get_span_head
+from helpers import build_nlp, make_examples
+from spacy_maral.evaluation.guard import GuardThresholds, check_student, choose, target_agreement
+from spacy_maral.ml.span_ner import get_span_head
+from spacy_maral.pipeline.maral_ner import find_maral_ner
 
 
 @pytest.fixture(scope="module")

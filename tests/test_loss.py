@@ -1,10 +1,10 @@
-"""Tests of the reweighted, logit-adjusted cross-entropy (spacy_maral.loss, METHOD.md section 3)."""
+"""Tests of the reweighted, logit-adjusted cross-entropy (spacy_maral.ml.loss, METHOD.md section 3)."""
 import numpy
 import pytest
 import torch
 import torch.nn.functional as F
 
-from spacy_maral.loss import (
+from spacy_maral.ml.loss import (
     ReweightedVMFLoss,
     configure_reweighted_vmf_loss,
     inverse_log_weights,

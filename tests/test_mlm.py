@@ -10,10 +10,9 @@ import torch
 from spacy.tokens import Doc
 from thinc.api import Adam, fix_random_seed
 
-from spacy_maral.mlm import IGNORE_INDEX, mask_word_pieces
-from spacy_maral.readers import target_example
-
-from conftest import TRAIN_SENTENCES, build_nlp, encoder_parameters, make_examples
+from helpers import TRAIN_SENTENCES, build_nlp, encoder_parameters, make_examples
+from spacy_maral.pipeline.maral_mlm import IGNORE_INDEX, mask_word_pieces
+from spacy_maral.training.readers import target_example
 
 
 def _batch(n: int = 64, length: int = 40, pad_from: int = 30):

@@ -16,8 +16,8 @@ from spacy.tokens import Doc, DocBin, Span, SpanGroup
 from spacy.training import Example
 
 from conftest import REPO
-from spacy_maral.report import format_table, render_predictions, write_predictions_page
-from spacy_maral.tokenizer import set_tokenizer_lang
+from spacy_maral.evaluation.report import format_table, render_predictions, write_predictions_page
+from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -69,8 +69,8 @@ def logit_class_means(nlp: Language) -> numpy.ndarray:
     """The class means the logits use, from the saved estimator buffers: the average of
     the previous epoch's mean and the running mean for a class seen this epoch, the
     previous mean alone otherwise (METHOD.md section 2)."""
-    from spacy_maral.component import find_maral_ner
-    from spacy_maral.model import get_span_head
+    from spacy_maral.pipeline.maral_ner import find_maral_ner
+    from spacy_maral.ml.span_ner import get_span_head
 
     head = get_span_head(find_maral_ner(nlp).model)
     prev, total, count = (head.prev_mean.double().numpy(), head.cur_sum.double().numpy(), head.cur_count.double().numpy())
@@ -81,7 +81,7 @@ def logit_class_means(nlp: Language) -> numpy.ndarray:
 def gold_span_means(nlp: Language, examples: list) -> numpy.ndarray:
     """Per class, the mean span vector z of the gold spans of `examples` (every other
     enumerated span is O; a class without spans gets a zero row)."""
-    from spacy_maral.component import find_maral_ner
+    from spacy_maral.pipeline.maral_ner import find_maral_ner
 
     ner = find_maral_ner(nlp)
     z_blocks, label_blocks = [], []
@@ -269,81 +269,6 @@ def test_format_table_rows_per_system() -> None:
     assert any(line.startswith("maral") and line.rstrip().endswith("-") for line in lines)
 
 
-# ------------------------------------------------------ benchmark quick mode
-
-
-@pytest.fixture(scope="module")
-def benchmark_run(tiny_encoder, tmp_path_factory):
-    """The `benchmark` workflow in quick mode: the sample corpus, tiny encoder and budgets."""
-    from weasel.cli.run import project_run
-
-    root = tmp_path_factory.mktemp("bench")
-    copy_project(root)
-    overrides = {
-        "vars.encoder": str(tiny_encoder), "vars.encoder_source": "existing",
-        "vars.stage1_steps": 8, "vars.stage2_steps": 6, "vars.eval_every": 3, "vars.dev_limit": 10,
-        "vars.target_docs": 24, "vars.stage2_epochs": 2, "vars.pseudo_limit": 60, "vars.speed_limit": 40,
-        "vars.target_text": "sample/de/test.conll",  # tagged, so the pseudo-label diagnostics exist
-    }
-    project_run(root / "project", "benchmark", overrides=overrides)
-    return root / "project" / "metrics" / "benchmark"
-
-
-def test_benchmark_quick_mode_writes_report_json_and_plots(benchmark_run) -> None:
-    result = json.loads((benchmark_run / "benchmark.json").read_text())
-    names = ["ner", "zero-shot", "maral", "no-reweight", "no-anchors", "self-training"]
-    assert list(result["systems"]) == names
-    project = benchmark_run.parent.parent
-    for name in names:
-        entry = result["systems"][name]
-        # P/R/F1 (percent, 2 decimals) are what nlp.evaluate gives the saved pipeline on the test set
-        nlp = spacy.load(project / entry["model"])
-        examples = gold_examples(nlp, project / result["test"])
-        assert sum(len(eg.reference.ents) for eg in examples) == SAMPLE_DE_TEST_ENTITIES
-        expected = nlp.evaluate(examples, batch_size=64)
-        for key in ("p", "r", "f"):
-            assert entry[key] == pytest.approx(100 * float(expected[f"ents_{key}"] or 0.0), abs=0.0051), (name, key)
-        assert entry["training"]["wall_s"] > 0 and entry["training"]["peak_rss_gb"] > 0
-        assert entry["training"]["steps"] in (8, 6)
-    assert result["speed"]["sentences"] == 40
-    assert {"ner", "maral", "transformer alone"} <= set(result["speed"])
-    assert result["speed"]["maral_over_ner"] > 0
-    assert "pseudo-label" in result["other_steps"]
-    for name in names[1:]:  # every maral system: both geometries, recomputed from the saved model
-        margins = result["systems"][name]["margins"]
-        nlp = spacy.load(project / result["systems"][name]["model"])
-        assert margins["min_angle_deg"] == pytest.approx(min_angle_deg(logit_class_means(nlp)), abs=0.011)
-        # the span vectors of the source dev set's first n_projection sentences
-        dev = gold_examples(nlp, project / "corpus" / "en-dev.spacy")[: result["n_projection"]]
-        assert margins["spans"]["min_angle_deg"] == pytest.approx(min_angle_deg(gold_span_means(nlp, dev)), abs=0.011)
-    assert "margins" not in result["systems"]["ner"]
-    # each ablation got its own overrides and everything the runs share (`parallel --append`)
-    ablations = {
-        "maral": {}, "no-reweight": {("loss", "tau"): 0, ("adaptation", "tau_u"): 0},
-        "no-anchors": {("adaptation", "use_anchors"): False},
-        "self-training": {("adaptation", "use_anchors"): False, ("adaptation", "refine"): False},
-    }
-    default = {("loss", "tau"): 1.0, ("adaptation", "tau_u"): 0.1, ("adaptation", "use_anchors"): True,
-               ("adaptation", "refine"): True}
-    for name, overrides in ablations.items():
-        config = spacy.load(project / result["systems"][name]["model"]).config.interpolate()
-        component = config["components"]["maral_ner"]
-        for (block, key), value in {**default, **overrides}.items():
-            assert component[block][key] == value, (name, block, key)
-        assert config["initialize"]["after_init"]["init_from"] == "training/teacher/model-best", name
-        assert config["nlp"]["tokenizer"]["lang"] == "de" and config["training"]["max_steps"] == 6, name
-    page = (benchmark_run / "BENCHMARKS.md").read_text()
-    for name in names:
-        assert f"| {name} |" in page
-    assert set(result["plots"]) == {
-        "training curves", "class-mean cosines", "span-vector projection", "pseudo-label F1 per epoch",
-    }
-    for file in result["plots"].values():
-        data = (benchmark_run / file).read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
-        assert f"]({file})" in page
-
-
 def test_parallel_appends_the_shared_arguments_to_every_command(tmp_path) -> None:
     """`spacy_maral parallel --append ARGS` runs each command with ARGS at its end (the
     benchmark workflow writes the trainings' shared overrides once that way)."""
@@ -372,19 +297,3 @@ def test_project_assets_are_checksummed_public_conll_files() -> None:
     dests = {a["dest"] for a in assets}
     for split in ("train", "dev"):
         assert f"assets/en/{split}.conll" in dests
-
-
-def test_benchmark_report_can_reuse_an_earlier_speed_block(benchmark_run, tmp_path) -> None:
-    """A report regenerated on a busy machine copies the idle run's speed, and says so."""
-    from spacy_maral.bench.summary import System, run_benchmark_report
-
-    project = benchmark_run.parent.parent
-    earlier = json.loads((benchmark_run / "benchmark.json").read_text())
-    result = run_benchmark_report(
-        [System("zero-shot", project / "training" / "teacher")], project / "corpus" / "de-test.spacy",
-        project / "corpus" / "en-dev.spacy", tmp_path, before="zero-shot", speed_from=benchmark_run / "benchmark.json",
-        n_projection=20,
-    )
-    assert result["speed"]["maral_over_ner"] == earlier["speed"]["maral_over_ner"]
-    assert str(benchmark_run / "benchmark.json") in result["speed"]["measured_in"]
-    assert "Measured in an earlier run" in (tmp_path / "BENCHMARKS.md").read_text()

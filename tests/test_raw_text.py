@@ -15,13 +15,12 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span
 from spacy.training import Example
 
-from spacy_maral.calibration import fit_temperature, reliability, tempered_scores
-from spacy_maral.component import find_maral_ner
-from spacy_maral.detokenize import detokenize, detokenized_spaces
-from spacy_maral.raw_text import RawSentence, char_prf, entity_logits, evaluate_raw_text, raw_sentences, unreachable
-from spacy_maral.tokenizer import set_tokenizer_lang, tokenizer_lang, tokenizer_rules
-
-from conftest import predictions
+from helpers import predictions
+from spacy_maral.corpora.detokenize import detokenize, detokenized_spaces
+from spacy_maral.evaluation.calibration import fit_temperature, reliability, tempered_scores
+from spacy_maral.evaluation.raw_text import RawSentence, char_prf, entity_logits, evaluate_raw_text, raw_sentences, unreachable
+from spacy_maral.pipeline.maral_ner import find_maral_ner
+from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang, tokenizer_rules
 
 # ------------------------------------------------------------------ detokenize
 
@@ -44,7 +43,7 @@ def test_detokenize_offsets_point_at_the_tokens(words) -> None:
 
 
 def test_converter_writes_raw_text(tmp_path) -> None:
-    from spacy_maral.convert import read_conll
+    from spacy_maral.corpora.conll import read_conll
 
     path = tmp_path / "x.conll"
     path.write_text("Die O\nSPD-Fraktion B-ORG\n( O\nBonn B-LOC\n) O\ntagte O\n. O\n", encoding="utf8")
@@ -292,7 +291,7 @@ def test_score_temperature_is_applied_stored_and_leaves_predictions(trained, tmp
         nlp.to_disk(tmp_path / "p")
     finally:
         ner.score_temperature = 1.0
-    for i, ((ents, spans, scores), (ents_t, spans_t, scores_t)) in enumerate(zip(base, hot)):
+    for i, ((ents, spans, _), (ents_t, spans_t, scores_t)) in enumerate(zip(base, hot)):
         assert ents == ents_t and spans == spans_t  # the same entities
         for (s, e, label), score in zip(spans_t, scores_t):
             row = logits[rows[(i, s, e)]]
@@ -346,7 +345,8 @@ def test_calibrate_cli_stores_the_temperature(trained_dir, trained, tmp_path) ->
 def test_adaptation_corpus_tokenizes_source_raw_text_with_source_rules(tmp_path) -> None:
     from spacy.tokens import DocBin
 
-    from spacy_maral.readers import create_adaptation_corpus, is_target
+    from spacy_maral.training.readers import create_adaptation_corpus
+    from spacy_maral.training.stage2.examples import is_target
 
     source = _gold_doc(["Die", "SPD-Fraktion", "tagte", "."], [(1, 2, "ORG")], spaces=[True, True, False, False])
     target = Doc(source.vocab, words=["Baden-Württemberg", "ist", "schön"])
@@ -369,7 +369,7 @@ def test_adaptation_corpus_tokenizes_source_raw_text_with_source_rules(tmp_path)
 
 
 def test_pseudo_label_input_is_tokenized_from_raw_text(tmp_path) -> None:
-    from spacy_maral.pseudo_label import iter_target_docs
+    from spacy_maral.corpora.target_text import iter_target_docs
 
     path = tmp_path / "t.conll"
     path.write_text("Baden-Württemberg B-LOC\nwählt O\n( O\nCDU-Chef B-PER\n) O\n", encoding="utf8")

@@ -22,7 +22,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 from thinc.api import Adam, fix_random_seed
 
-from conftest import build_nlp, make_examples, predictions
+from helpers import build_nlp, make_examples, predictions
 
 SENTENCE = "Angela Merkel visited Paris on Monday ."
 FILLER = "It rained all day ."
@@ -221,7 +221,7 @@ def test_pipe_20000_docs_two_processes_memory_flat_and_equal(trained_dir) -> Non
 
     def run(n_process: int):
         out, rss = [], []
-        for i, doc in enumerate(nlp.pipe(texts, n_process=n_process, batch_size=256)):
+        for doc in nlp.pipe(texts, n_process=n_process, batch_size=256):
             group = doc.spans["maral"]
             out.append(([(e.start, e.end, e.label_) for e in doc.ents], [round(float(s), 5) for s in group.attrs["scores"]]))
             rss.append(doc.user_data["rss_kb"])

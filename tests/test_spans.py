@@ -1,4 +1,4 @@
-"""Tests of span enumeration and the per-span surface features (spacy_maral.spans)."""
+"""Tests of span enumeration and the per-span surface features (spacy_maral.ml.spans)."""
 from typing import List
 
 import numpy
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spacy_maral.spans import (
+from spacy_maral.ml.spans import (
     CASING_CLASSES,
     N_CASING,
     casing_class,
@@ -128,10 +128,10 @@ def test_global_token_indices_and_slices(lengths: List[int], max_width: int) -> 
     offsets = numpy.concatenate([[0], numpy.cumsum(lengths)]).astype(int)
     # Rebuild the concatenated token list and check every span's rows point at its tokens.
     tokens = [(d, t) for d, n in enumerate(lengths) for t in range(n)]
-    for (d, s, e), f, l in zip(spans, first, last):
+    for (d, s, e), f, la in zip(spans, first, last):
         assert tokens[f] == (d, s)
-        assert tokens[l] == (d, e - 1)
-        assert offsets[d] <= f <= l < offsets[d + 1]
+        assert tokens[la] == (d, e - 1)
+        assert offsets[d] <= f <= la < offsets[d + 1]
     slices = doc_span_slices(len(lengths), spans)
     assert len(slices) == len(lengths)
     position = 0

@@ -1,7 +1,7 @@
 """End-to-end tests of stage 2 on the tiny random encoder of conftest.py.
 
 The reader (spacy_maral.AdaptationCorpus.v1), the teacher's pseudo-labelling
-(spacy_maral.pseudo_label), a two-epoch `spacy train configs/adapt.cfg` run with its
+(spacy_maral.training.pseudo_label), a two-epoch `spacy train configs/adapt.cfg` run with its
 diagnostics, and a run killed with SIGKILL and resumed from its checkpoint.
 """
 import json
@@ -19,8 +19,11 @@ import spacy
 from spacy.tokens import Doc, DocBin, Span, SpanGroup
 from thinc.api import Adam, Config
 
-from conftest import REPO, TRAIN_SENTENCES, make_examples, source_config
-from spacy_maral.callbacks import (
+from helpers import REPO, TRAIN_SENTENCES, make_examples, source_config
+from spacy_maral.ml.span_ner import SpanScores
+from spacy_maral.ml.spans import count_spans, enumerate_spans
+from spacy_maral.pipeline.decoding import decode_doc
+from spacy_maral.training.callbacks import (
     CHECKPOINT_MARKER,
     copy_weights_from,
     find_checkpoint,
@@ -28,12 +31,11 @@ from spacy_maral.callbacks import (
     load_checkpoint,
     save_checkpoint,
 )
-from spacy_maral.model import SpanScores
-from spacy_maral.pseudo_label import pseudo_label
-from spacy_maral.readers import create_adaptation_corpus, is_target, target_index, target_subset
-from spacy_maral.spans import enumerate_spans
-from spacy_maral.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, SoftLabelStore, attach_soft_labels
-from spacy_maral.student import Adapter, AdaptationSettings
+from spacy_maral.training.pseudo_label import pseudo_label
+from spacy_maral.training.readers import create_adaptation_corpus, target_subset
+from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
+from spacy_maral.training.stage2.examples import is_target, target_index
+from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, SoftLabelStore, attach_soft_labels
 
 # Target-language sentences with tags: the tags are diagnostics only (pseudo_label_prf).
 TARGET_SENTENCES: List[Tuple[str, List[Tuple[int, int, str]]]] = [
@@ -100,7 +102,10 @@ def data(tiny_encoder, tmp_path_factory) -> Dict[str, Path]:
     nlp.to_disk(work / "teacher")
     write_docbin(work / "source.spacy", [eg.reference for eg in examples])
     write_docbin(work / "target.spacy", [tagged_doc(nlp, t, e) for t, e in TARGET_SENTENCES])
-    return {"work": work, "teacher": work / "teacher", "source": work / "source.spacy", "target": work / "target.spacy", "encoder": tiny_encoder}
+    return {
+        "work": work, "teacher": work / "teacher", "source": work / "source.spacy", "target": work / "target.spacy",
+        "encoder": tiny_encoder,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -465,7 +470,7 @@ RECORDING_HOOK = '''
 the first before_update (that is, after a resume, before the first update)."""
 import numpy
 from spacy.util import registry
-from spacy_maral.callbacks import make_epoch_hook
+from spacy_maral.training.callbacks import make_epoch_hook
 
 
 @registry.callbacks("test_maral.recording_hook.v1")
@@ -532,12 +537,15 @@ def test_stage2_two_epochs_end_to_end(data, pseudo_dir, tmp_path) -> None:
     records = [json.loads(line) for line in diag.read_text(encoding="utf8").splitlines()]
     assert [r["epoch_completed"] for r in records] == [1, 2]
     teacher_classes = json.loads((pseudo_dir / "summary.json").read_text(encoding="utf8"))["classes"]
+    max_width = Config().from_disk(config, interpolate=False)["components"]["maral_ner"]["model"]["max_width"]
+    n_target_spans = sum(count_spans(len(text.split()), max_width) for text, _ in TARGET_SENTENCES)
     for r in records:
         assert r["adapting_next"] is True
         assert set(r["classes"]) == set(teacher_classes)
         for stats in r["classes"].values():
             assert 0.0 <= stats["anchor_fraction"] <= 1.0
-        assert sum(s["spans"] for s in r["classes"].values()) > 0
+        # every span of every target sentence has exactly one hard label
+        assert sum(s["spans"] for s in r["classes"].values()) == n_target_spans
         prior = r["target_prior"]
         assert set(prior) == set(teacher_classes) and sum(prior.values()) == pytest.approx(1.0, abs=1e-3)
         assert prior["O"] > 0.5
@@ -547,8 +555,7 @@ def test_stage2_two_epochs_end_to_end(data, pseudo_dir, tmp_path) -> None:
         cos = numpy.asarray(r["class_mean_cosines"])
         assert cos.shape == (len(teacher_classes),) * 2
         numpy.testing.assert_allclose(numpy.diag(cos), 1.0, atol=1e-3)
-        prf = r["pseudo_label_prf"]
-        assert set(prf) == {"p", "r", "f"} and all(0.0 <= v <= 1.0 for v in prf.values())
+        assert set(r["pseudo_label_prf"]) == {"p", "r", "f"}  # the numbers: test_pseudo_label_prf_by_hand
     # anchors were selected at the end of epoch 1: some spans anchors, some not
     fractions = [s["anchor_fraction"] for s in records[0]["classes"].values() if s["spans"]]
     assert max(fractions) > 0.0
@@ -556,10 +563,39 @@ def test_stage2_two_epochs_end_to_end(data, pseudo_dir, tmp_path) -> None:
     nlp = spacy.load(out / "model-last")
     assert nlp.pipe_names == ["transformer", "maral_ner"]
     doc = nlp("Angela Merkel besuchte Paris .")
-    assert "maral" in doc.spans and isinstance(doc.ents, tuple)
-    assert all(e.label_ in teacher_classes for e in doc.ents)
+    ner = nlp.get_pipe("maral_ner")
+    # the entities, decoded here from the student's own span probabilities
+    scores = ner.predict([nlp.get_pipe("transformer")(nlp.make_doc(doc.text))])
+    logits = ner.decision_logits(scores)
+    probs = numpy.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    expected = [(s, e, ner.classes[c]) for s, e, c, _ in decode_doc(scores.spans[:, 1], scores.spans[:, 2], probs, len(doc))]
+    assert [(e.start, e.end, e.label_) for e in doc.ents] == [(s.start, s.end, s.label_) for s in doc.spans["maral"]] == expected
+    assert list(ner.classes) == teacher_classes
     store = SoftLabelStore.load(out / "model-last" / "maral_ner" / "adaptation" / "soft_labels.npz")
     assert store.epoch == 2 and store.n_docs == 6
+
+
+def test_pseudo_label_prf_by_hand() -> None:
+    """Adapter.pseudo_label_prf decodes the soft labels of the sentences with tags and scores
+    them against the tags; the P/R/F here are counted by hand."""
+    # classes O, LOC, PER; max width 2: a 3-token sentence has the spans (0,1) (1,2) (2,3)
+    # (0,2) (1,3), a 2-token one (0,1) (1,2) (0,2), a 1-token one (0,1)
+    o, loc, per = [1.0, 0.0, 0.0], [0.2, 0.8, 0.0], [0.1, 0.0, 0.9]
+    q = numpy.array([
+        loc, o, [0.4, 0.0, 0.6], per, o,  # 0: (0,2) PER 0.9 wins over (0,1) LOC 0.8; (2,3) PER 0.6
+        [0.3, 0.7, 0.0], o, o,  # 1: (0,1) LOC
+        [0.0, 1.0, 0.0],  # 2: (0,1) LOC, but sentence 2 has no tags: not counted
+    ], dtype=numpy.float32)
+    adapter = Adapter(AdaptationSettings())
+    adapter.set_store(SoftLabelStore(numpy.array([3, 2, 1]), q, max_width=2))
+    adapter.gold = {0: [(0, 2, 2), (2, 3, 1)], 1: [(0, 1, 1), (1, 2, 2)]}
+    # predicted {(0,2,PER), (2,3,PER)} and {(0,1,LOC)}: 2 of 3 right, 2 of 4 tags found
+    p, r = 2 / 3, 2 / 4
+    assert adapter.pseudo_label_prf() == pytest.approx({"p": p, "r": r, "f": 2 * p * r / (p + r)})
+    assert adapter.pseudo_label_prf()["f"] == pytest.approx(4 / 7)
+    adapter.gold = {2: []}  # a sentence with no tags and one pseudo-entity
+    assert adapter.pseudo_label_prf() == {"p": 0.0, "r": 0.0, "f": 0.0}
 
 
 def _try_load_store(path: Path):
@@ -770,7 +806,7 @@ def test_stage2_with_the_mlm_switch_on(data, pseudo_dir, tmp_path) -> None:
 
 def test_warm_start_copies_the_teacher_weights(trained, trained_dir, tiny_encoder, tmp_path) -> None:
     """configure_encoder(init_from=...) starts a pipeline from a trained one's weights."""
-    from conftest import assert_same_predictions, build_nlp, predictions
+    from helpers import assert_same_predictions, build_nlp, predictions
 
     texts = [t for t, _ in TRAIN_SENTENCES]
     fresh = build_nlp(tiny_encoder)
@@ -858,7 +894,7 @@ def test_student_class_prior_counts_the_whole_source_corpus(tiny_encoder, tmp_pa
     the reader interleaves with the target batches (here 4 of 40)."""
     from spacy.training import Example
 
-    from conftest import build_nlp
+    from helpers import build_nlp
 
     source, target = write_student_corpora(tmp_path, n_source=40)
     nlp, _ = student_nlp(tiny_encoder, source, target, {"source_per_batch": 1, "target_per_batch": 1})
@@ -989,7 +1025,7 @@ def _train_student(encoder: Path, source: Path, target: Path, n_epochs: int = 3)
     epoch), with the epoch ends spaCy's training loop would call."""
     from thinc.api import fix_random_seed
 
-    from spacy_maral.model import get_span_head
+    from spacy_maral.ml.span_ner import get_span_head
 
     fix_random_seed(0)
     nlp, train_corpus = student_nlp(encoder, source, target, {"source_per_batch": 2, "target_per_batch": 2})

@@ -1,4 +1,4 @@
-"""Tests of the von Mises-Fisher numerics (spacy_maral.vmf) against scipy.
+"""Tests of the von Mises-Fisher numerics (spacy_maral.ml.vmf) against scipy.
 
 log I_v(x) is checked against log(ive(v, x)) + x, scipy's exponentially scaled Bessel
 function, which stays finite where I_v itself overflows.
@@ -12,7 +12,7 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from spacy_maral.vmf import (
+from spacy_maral.ml.vmf import (
     SERIES_MAX_ARG,
     bessel_ratio,
     kappa_from_resultant,

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from ..fileio import atomic_write_text
+from spacy_maral.fileio import atomic_write_text
 
 
 def run_measured(cmd: List[str], output: Path) -> Dict[str, object]:

@@ -8,7 +8,7 @@ import numpy
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from ..margins import labelled_span_vectors
+from spacy_maral.evaluation.margins import labelled_span_vectors
 
 
 def _pyplot():
@@ -72,7 +72,7 @@ def plot_cosines(geometries: Dict[str, Dict[str, Dict[str, object]]], output: Pa
     geometry, one column per pipeline.
 
     geometries (Dict[str, Dict[str, Dict[str, object]]]): kind (e.g. "span vectors",
-        "logit state") -> pipeline name -> a geometry of spacy_maral.margins
+        "logit state") -> pipeline name -> a geometry of spacy_maral.evaluation.margins
         (span_class_geometry, class_mean_geometry).
     output (Path): the PNG to write.
     """

@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Sequence
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from ..readers import bare_copy
+from spacy_maral.corpora.docbin import bare_copy
 
 
 def words_per_second(

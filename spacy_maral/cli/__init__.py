@@ -1,19 +1,17 @@
-"""The `python -m spacy_maral` command line (typer).
-
-Each command lives in its own module of this package and is registered on `app` here.
-"""
-import typer
-
-app = typer.Typer(
-    name="spacy_maral",
-    help="spacy-maral: large-margin cross-lingual NER for spaCy.",
-    no_args_is_help=True,
-    add_completion=False,
+"""The `python -m spacy_maral` command line (typer): one module per command, each adding
+its command to `app` (`_app.py`)."""
+from spacy_maral.cli import (  # noqa: F401  (each module adds its commands to app)
+    annotate,
+    bench,
+    calibrate,
+    convert,
+    encoder,
+    evaluate,
+    guard,
+    package,
+    predict,
+    pseudo_label,
 )
+from spacy_maral.cli._app import app
 
-
-def _register() -> None:
-    from . import annotate, bench, calibrate, convert, encoder, evaluate, guard, package, predict, pseudo_label  # noqa: F401  (each module adds its commands to app)
-
-
-_register()
+__all__ = ["app"]

@@ -4,7 +4,7 @@ from typing import Optional
 
 import typer
 
-from . import app
+from spacy_maral.cli._app import app
 
 
 @app.command("annotate")
@@ -35,8 +35,8 @@ def annotate_command(
     OUTPUT/_errors.jsonl, and make the exit status 3 when there are more than
     --max-bad-lines of them; status 1 is a failure (e.g. the model does not load).
     """
-    from ..annotate import ERRORS, EXIT_BAD_LINES, annotate
-    from ..engines import make_engine
+    from spacy_maral.inference.annotate import ERRORS, EXIT_BAD_LINES, annotate
+    from spacy_maral.inference.engines import make_engine
 
     if engine not in ("local", "ray"):
         raise typer.BadParameter(f"{engine!r}: use local or ray", param_hint="--engine")

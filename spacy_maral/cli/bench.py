@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from . import app
+from spacy_maral.cli._app import app
 
 
 @app.command("measure", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -18,7 +18,7 @@ def measure_command(
     peak resident memory in OUTPUT, e.g.
     `python -m spacy_maral measure training/ner/timing.json -- python -m spacy train ...`.
     """
-    from ..bench.measure import run_measured
+    from spacy_maral.bench.measure import run_measured
 
     cmd = [a for a in ctx.args if a != "--"] if ctx.args[:1] == ["--"] else list(ctx.args)
     if not cmd:
@@ -50,7 +50,7 @@ def benchmark_report_command(
 ) -> None:
     """Evaluate every system on the target test set, time inference, draw the plots and
     write the report."""
-    from ..bench.summary import System, run_benchmark_report
+    from spacy_maral.bench.summary import System, run_benchmark_report
 
     def pair(spec: str) -> List[str]:
         if "=" not in spec:
@@ -81,7 +81,7 @@ def parallel_command(
     """Run independent commands side by side (e.g. two trainings on a 2-core CPU, where
     two 1-thread runs beat two 2-thread runs one after the other). Stops with the
     first failure's exit code once all have ended, and prints the tail of its log."""
-    from ..bench.parallel import run_parallel
+    from spacy_maral.bench.parallel import run_parallel
 
     failed = run_parallel(commands, jobs=jobs, log_dir=log_dir, append=append)
     if failed:

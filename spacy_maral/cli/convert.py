@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, List, NoReturn, Tuple
 
 import typer
 
-from . import app
+from spacy_maral.cli._app import app
 
 if TYPE_CHECKING:
-    from ..convert import ConversionStats
+    from spacy_maral.corpora import ConversionStats
 
 MAX_REPAIRS_SHOWN = 10
 TABLE_STYLE = {"aligns": ("l", "r", "r"), "divider": True}
@@ -152,7 +152,7 @@ def convert_command(
     """
     from wasabi import msg
 
-    from ..convert import ConversionError, convert_file
+    from spacy_maral.corpora import ConversionError, convert_file
 
     output_path = resolve_output(input_path, output)
     start = time.perf_counter()

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import typer
 
-from . import app
+from spacy_maral.cli._app import app
 
 DEFAULT_ENCODER_DIR = Path("encoders/multilingual-e5-small")
 
@@ -34,7 +34,7 @@ def build_encoder_command(
     output_dir (Path): where to write the model; usable as the transformer `name`.
     no_check (bool): skip the checks of the tokenizers and the weights.
     """
-    from ..encoder import build_e5_encoder
+    from spacy_maral.encoders import build_e5_encoder
 
     if source == "existing":
         _check_existing(str(output_dir))

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from . import app
+from spacy_maral.cli._app import app
 
 
 @app.command("guard")
@@ -32,12 +32,12 @@ def guard_command(
     """
     import spacy
     from thinc.api import require_gpu
-    from ..util import cli_printer
+    from spacy_maral.util import cli_printer
 
-    from ..fileio import atomic_write_text
-    from ..guard import GuardThresholds, check_student, choose
-    from ..pseudo_label import iter_target_docs
-    from ..tokenizer import set_tokenizer_lang
+    from spacy_maral.fileio import atomic_write_text
+    from spacy_maral.evaluation.guard import GuardThresholds, check_student, choose
+    from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
 
     msg = cli_printer()
     if gpu_id >= 0:

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from . import app
+from spacy_maral.cli._app import app
 
 
 @app.command("export")
@@ -26,8 +26,8 @@ def export_command(
     """
     import spacy
 
-    from ..fileio import replace_dir
-    from ..tokenizer import set_tokenizer_lang, tokenizer_lang
+    from spacy_maral.fileio import replace_dir
+    from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
 
     if guard is not None:
         verdict = json.loads(Path(guard).read_text(encoding="utf8"))

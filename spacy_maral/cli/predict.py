@@ -4,7 +4,7 @@ from typing import List, Optional
 
 import typer
 
-from . import app
+from spacy_maral.cli._app import app
 
 
 @app.command("predict")
@@ -20,8 +20,8 @@ def predict_command(
 
     import spacy
 
-    from ..pseudo_label import iter_target_docs
-    from ..report import maral_spans_key, span_scores
+    from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.evaluation.report import maral_spans_key, span_scores
 
     try:
         nlp = spacy.load(model)

@@ -1,0 +1,123 @@
+"""Tables of the protocol's seed runs (scripts/seed_runs.sh; docs/protocol.md).
+
+    python scripts/seed_report.py RUNS_DIR [--bootstrap] [--output REPORT.md]
+
+Reads RUNS_DIR/eval-s{SEED}-{LANG}[-{VARIANTS}].json (the test sets, read once by
+`seed_runs.sh evaluate`; a student evaluated later on its own has a file of its own),
+{V}-s{SEED}-{LANG}.guard.json and .timing.json, and prints markdown: per seed and
+language the raw-text F1 (gold-token F1 in brackets) of the teacher and each student, the
+guard's figures and verdict, and stage 2's wall time and peak RSS. Then the mean and
+standard deviation over the seeds found. With --bootstrap it also runs the paired
+bootstrap (2,000 resamples of the per-sentence raw-text counts) of each student against
+the teacher and against self-training (ST), and of W against warm-started self-training
+(ST-W), writing RUNS_DIR/bootstrap-s{SEED}-{LANG}-{A}-vs-{B}.json.
+
+Last, the protocol's choice of the default stage 2 between P and W (docs/protocol.md,
+rule 3), from the guard files alone (no test score):
+more guard passes over the runs wins; on a tie the higher mean en/dev raw-text F1 of
+`model-last`; within 0.5 F1, P. It says which runs are still missing. --output writes the markdown there instead of
+printing it.
+"""
+import json
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+from statistics import mean, stdev
+
+#: each student's bootstrap comparisons: the teacher, self-training, and for W its fair
+#: baseline, self-training from the same warm start
+COMPARISONS = {"P": ("teacher", "ST"), "W": ("teacher", "ST", "ST-W"), "ST": ("teacher",),
+               "ST-W": ("teacher", "ST")}
+
+
+@lru_cache(maxsize=None)
+def load(path: Path):
+    """A JSON file's content, or None where it does not exist (read once per path)."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def choose_default(runs: Path, seeds=(0, 1, 2), langs=("de", "es")):
+    """The protocol's rule 3. runs: the folder of {V}-s{SEED}-{LANG}.guard.json.
+    Returns (winner or None while runs are missing, lines of explanation)."""
+    lines, stats = [], {}
+    for v in ("P", "W"):
+        guards = [load(runs / f"{v}-s{s}-{l}.guard.json") for s in seeds for l in langs]
+        found = [g for g in guards if g is not None]
+        passes = sum(bool(g["trusted"]) for g in found)
+        dev = mean(g["student_dev_f"] for g in found) if found else float("nan")
+        stats[v] = (len(found), passes, dev)
+        lines.append(f"- {v}: {len(found)} of {len(guards)} runs, {passes} pass the guard, "
+                     f"mean en/dev raw-text F1 of model-last {dev:.2f}")
+    if any(n < len(seeds) * len(langs) for n, _, _ in stats.values()):
+        return None, lines + ["- not decided: runs are missing"]
+    (_, pass_p, dev_p), (_, pass_w, dev_w) = stats["P"], stats["W"]
+    if pass_p != pass_w:
+        winner, why = ("P", "more guard passes") if pass_p > pass_w else ("W", "more guard passes")
+    elif dev_w - dev_p > 0.5:
+        winner, why = "W", f"equal guard passes, en/dev {dev_w - dev_p:+.2f} F1 over P (more than 0.5)"
+    else:
+        winner, why = "P", f"equal guard passes, W within 0.5 F1 of P or below ({dev_w - dev_p:+.2f})"
+    return winner, lines + [f"- **default: {winner}** ({why})"]
+
+
+def main(argv) -> None:
+    runs = Path(argv[0])
+    bootstrap = "--bootstrap" in argv
+    if "--output" in argv:
+        out = Path(argv[argv.index("--output") + 1])
+        with out.open("w", encoding="utf8") as handle:
+            sys.stdout, saved = handle, sys.stdout
+            try:
+                main([a for i, a in enumerate(argv) if a != "--output" and argv[i - 1] != "--output"])
+            finally:
+                sys.stdout = saved
+        return
+    evals = sorted(p for p in runs.glob("eval-s*-*.json") if not p.name.endswith(".per_sentence.json"))
+    per_system, where = {}, {}
+    print("| seed | lang | system | raw-text F1 (gold tokens) | en/dev raw F1 | agreement | max class cos | guard | stage-2 wall min | peak RSS GB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for path in evals:
+        seed, lang = path.stem.split("-")[1][1:], path.stem.split("-")[2]
+        results = load(path)["results"]
+        for name in results:
+            where.setdefault((seed, lang), {})[name] = path
+        for name, r in results.items():
+            raw, gold = 100 * r["raw_text"]["ents_f"], 100 * r["ents_f"]
+            per_system.setdefault((lang, name), []).append((raw, gold))
+            guard = load(runs / f"{name}-s{seed}-{lang}.guard.json")
+            timing = load(runs / f"{name}-s{seed}-{lang}.timing.json")
+            g = ("-",) * 4 if guard is None else (
+                f"{guard['student_dev_f']:.2f} (teacher {guard['teacher_dev_f']:.2f})", f"{guard['agreement_f']:.2f}",
+                f"{guard['student_max_class_cosine']:.3f}", "trusted" if guard["trusted"] else "NOT trusted")
+            t = ("-", "-") if timing is None else (f"{timing['wall_s'] / 60:.1f}", f"{timing['peak_rss_gb']:.2f}")
+            print(f"| {seed} | {lang} | {name} | {raw:.2f} ({gold:.2f}) | " + " | ".join(g) + " | " + " | ".join(t) + " |")
+    if bootstrap:
+        for (seed, lang), paths in where.items():
+            for name in (n for n in COMPARISONS if n in paths):
+                for other in (o for o in COMPARISONS[name] if o in paths):
+                    out = runs / f"bootstrap-s{seed}-{lang}-{name}-vs-{other}.json"
+                    subprocess.run([sys.executable, str(Path(__file__).parent / "paired_bootstrap.py"), str(out),
+                                    "--eval", str(paths[name]), name, other, "--eval-b", str(paths[other])],
+                                   check=True, capture_output=True)
+    print("\n| lang | system | seeds | raw-text F1 mean (sd) | gold-token F1 mean (sd) |")
+    print("|---|---|---|---|---|")
+    for (lang, name), rows in sorted(per_system.items()):
+        raw, gold = [r[0] for r in rows], [r[1] for r in rows]
+        sd = (lambda xs: f"{stdev(xs):.2f}" if len(xs) > 1 else "-")
+        print(f"| {lang} | {name} | {len(rows)} | {mean(raw):.2f} ({sd(raw)}) | {mean(gold):.2f} ({sd(gold)}) |")
+    boots = sorted(runs.glob("bootstrap-s*-*.json"))
+    if boots:
+        print("\n| run | A - B (raw-text F1) | 95% interval | share of resamples A > B |")
+        print("|---|---|---|---|")
+        for path in boots:
+            b = load(path)
+            share = next(v for k, v in b.items() if k.startswith("share_"))
+            print(f"| {path.stem[len('bootstrap-'):]} | {b['difference']:+.2f} | "
+                  f"[{b['difference_95ci'][0]:+.2f}, {b['difference_95ci'][1]:+.2f}] | {share:.3f} |")
+    print("\nThe default stage 2 by the protocol's rule 3 (guard files only):\n")
+    print("\n".join(choose_default(runs)[1]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,179 @@
+"""The Markdown tables of BENCHMARKS.md, generated from benchmarks/results/ (one file per claim).
+
+    python benchmarks/scripts/tables.py [BENCHMARKS.md] [--check]
+
+BENCHMARKS.md marks each table as
+
+    <!-- table:CLAIM/NAME -->
+    | ... |
+    <!-- /table:CLAIM/NAME -->
+
+where CLAIM is a file benchmarks/results/CLAIM.json. Its table NAME is either computed
+from the file's measurements (the functions in COMPUTED, e.g. the three-seed means from
+the per-seed F1 of every run) or stored in its "tables" entry as the columns and rows of
+the measurement as it was reported (for results whose raw files were never kept).
+Everything between the two markers is rewritten, keeping the marker's indentation.
+--check writes nothing and exits 1 when a table differs from what the results give.
+"""
+import json
+import re
+import sys
+from pathlib import Path
+from statistics import mean, stdev
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- table:(?P<name>[\w./-]+) -->[ \t]*$")
+
+
+def render(columns: list, rows: list, indent: str = "") -> list:
+    """Markdown lines of a table (every cell as given)."""
+    def line(row: list) -> str:
+        return "|" + "|".join(f" {c} " if str(c) else " " for c in row) + "|"
+
+    lines = [line(columns), "|" + "|".join("---" for _ in columns) + "|"] + [line(row) for row in rows]
+    return [indent + line if line.strip() else line for line in lines]
+
+
+def signed(x: float) -> str:
+    return f"{x:+.2f}"
+
+
+# ------------------------------------------------------------------ computed tables
+
+
+def _runs(result: dict) -> dict:
+    return {(r["system"], r["seed"], r["lang"]): r for r in result["runs"]}
+
+
+def _over_seeds(result: dict, system: str, lang: str) -> list:
+    runs = _runs(result)
+    return [runs[(system, s, lang)] for s in result["seeds"] if (system, s, lang) in runs]
+
+
+def _mean_sd(values: list) -> str:
+    return f"{mean(values):.2f} ({stdev(values):.2f})"
+
+
+def _gain(result: dict, system: str, lang: str) -> float:
+    """Mean over the seeds of the system's raw-text F1 minus its seed's teacher's."""
+    runs = _runs(result)
+    return mean(runs[(system, s, lang)]["raw_text_f1"] - runs[("teacher", s, lang)]["raw_text_f1"] for s in result["seeds"])
+
+
+def three_seed_means(result: dict) -> tuple:
+    """Raw-text F1 mean (sd) over the seeds, and each student's mean gain over its teacher."""
+    rows = []
+    for lang in result["langs"]:
+        cells = [lang, _mean_sd([r["raw_text_f1"] for r in _over_seeds(result, "teacher", lang)])]
+        for system in ("W", "P", "ST"):
+            f1 = [r["raw_text_f1"] for r in _over_seeds(result, system, lang)]
+            gain = _gain(result, system, lang)
+            if system == result["default"]:
+                cells.append(f"**{mean(f1):.2f}** ({stdev(f1):.2f}), gain **{signed(gain)}**")
+            else:
+                cells.append(f"{_mean_sd(f1)}, {signed(gain)}")
+        rows.append(cells)
+    return ["lang", "teacher", f"{result['default']} (default)", "P", "ST"], rows
+
+
+def _bootstrap(result: dict, seed: int, lang: str, a: str, b: str) -> dict:
+    return next(x for x in result["bootstraps"] if (x["seed"], x["lang"], x["a"], x["b"]) == (seed, lang, a, b))
+
+
+def warm_self_training_three_seeds(result: dict) -> tuple:
+    """ST-W against the teacher and W over the seeds: means (sd), and the per-seed
+    bootstrap differences with their mean."""
+    rows = []
+    for lang in result["langs"]:
+        teacher, stw, w = ([r["raw_text_f1"] for r in _over_seeds(result, s, lang)] for s in ("teacher", "ST-W", "W"))
+        w_minus = [_bootstrap(result, s, lang, "W", "ST-W")["difference"] for s in result["seeds"]]
+        stw_minus = [_bootstrap(result, s, lang, "ST-W", "teacher")["difference"] for s in result["seeds"]]
+        rows.append([lang, _mean_sd(teacher), _mean_sd(stw), _mean_sd(w),
+                     f"**{signed(mean(w_minus))}** (" + ", ".join(signed(x) for x in w_minus) + ")",
+                     f"{signed(mean(stw_minus))} (" + ", ".join(signed(x) for x in stw_minus) + ")"])
+    columns = ["lang", "teacher", "ST-W", "W (default)", "W - ST-W, mean of the seeds", "ST-W - teacher"]
+    return columns, rows
+
+
+def seed_bootstraps(result: dict, seed: int) -> tuple:
+    """One seed's paired bootstraps of the students against the teacher and against ST."""
+    rows = []
+    for lang in result["langs"]:
+        for a, b in (("P", "teacher"), ("W", "teacher"), ("ST", "teacher"), ("P", "ST"), ("W", "ST")):
+            x = _bootstrap(result, seed, lang, a, b)
+            rows.append([f"{lang}: {a} - {b}", signed(x["difference"]), f"[{signed(x['ci95'][0])}, {signed(x['ci95'][1])}]"])
+    return ["comparison", "difference", "95% interval"], rows
+
+
+COMPUTED = {
+    "three-seed-protocol/means": three_seed_means,
+    "three-seed-protocol/warm-self-training-means": warm_self_training_three_seeds,
+    "three-seed-protocol/bootstrap-seed-1": lambda r: seed_bootstraps(r, 1),
+    "three-seed-protocol/bootstrap-seed-2": lambda r: seed_bootstraps(r, 2),
+}
+
+
+# ------------------------------------------------------------------ the document
+
+
+def load_result(claim: str) -> dict:
+    path = RESULTS / f"{claim}.json"
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist (table {claim})")
+    return json.loads(path.read_text(encoding="utf8"))
+
+
+def table_lines(name: str, indent: str) -> list:
+    claim, _, table = name.partition("/")
+    result = load_result(claim)
+    if name in COMPUTED:
+        columns, rows = COMPUTED[name](result)
+    else:
+        try:
+            stored = result["tables"][table]
+        except KeyError:
+            raise SystemExit(f"benchmarks/results/{claim}.json has no table {table!r}") from None
+        columns, rows = stored["columns"], stored["rows"]
+    return render(columns, rows, indent)
+
+
+def generate(text: str) -> str:
+    """The document with every marked table rewritten from the results."""
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        out.append(lines[i])
+        match = MARKER.match(lines[i])
+        if match:
+            name, indent = match["name"], match["indent"]
+            end = f"<!-- /table:{name} -->"
+            j = i + 1
+            while j < len(lines) and lines[j].strip() != end:
+                j += 1
+            if j == len(lines):
+                raise SystemExit(f"table {name}: no closing marker {end}")
+            out += table_lines(name, indent)
+            out.append(lines[j])
+            i = j
+        i += 1
+    return "\n".join(out)
+
+
+def main(argv: list) -> int:
+    check = "--check" in argv
+    paths = [a for a in argv if a != "--check"]
+    path = Path(paths[0]) if paths else ROOT / "BENCHMARKS.md"
+    text = path.read_text(encoding="utf8")
+    new = generate(text)
+    if check:
+        if new != text:
+            print(f"{path}: tables are out of date; run python benchmarks/scripts/tables.py", file=sys.stderr)
+            return 1
+        return 0
+    if new != text:
+        path.write_text(new, encoding="utf8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

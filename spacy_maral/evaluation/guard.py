@@ -1,0 +1,145 @@
+"""Should the student be trusted? A check of stage 2's result without target tags.
+
+Stage 2 can make a model worse than the teacher it started from: a budget too short for
+the student to separate its classes, a collapse of the class means, or refinement that
+drifts away from anything the teacher knew. None of that needs target tags to be seen:
+
+- **source dev F1** (raw text, exact character offsets) of student and teacher: a
+  student far below the teacher on the language both were trained on is undertrained or
+  broken (the paper's student, which starts from the pretrained encoder, is expected to
+  be some points below: hence a generous threshold);
+- **agreement with the teacher on the target text**: the entity-level F1 between the
+  student's and the teacher's predictions on raw target sentences. The student learns
+  from the teacher's labels; a student that agrees with little of them has not learned
+  them (or has collapsed);
+- **class-mean collapse**: the largest cosine between two classes' span-vector means on
+  the source dev set (`margins.span_class_geometry`); above 0.99 the classes have merged.
+
+`check_student` returns the verdict with every figure; the workflow writes it as JSON,
+says plainly when the student should not be trusted, and `choose` picks the pipeline to
+package. The thresholds are settings (`GuardThresholds`), fixed before any target test
+set was read; BENCHMARKS.md says where they come from.
+"""
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+from spacy.language import Language
+from spacy.tokens import Doc
+
+from spacy_maral.evaluation.margins import span_class_geometry
+from spacy_maral.evaluation.raw_text import char_prf, evaluate_raw_text
+from spacy_maral.pipeline.tokenizer import tokenizer_rules
+
+
+@dataclass
+class GuardThresholds:
+    """When a student is not trusted.
+
+    max_dev_drop (float): largest allowed drop of the source dev F1 (raw text, points)
+        from the teacher's to the student's.
+    min_agreement (float): smallest allowed F1 (points) between the student's and the
+        teacher's entities on the target sentences.
+    max_class_cosine (float): largest allowed cosine between two classes' span-vector
+        means on the source dev set.
+    """
+
+    max_dev_drop: float = 15.0
+    min_agreement: float = 60.0
+    max_class_cosine: float = 0.99
+
+
+@dataclass
+class GuardReport:
+    """The figures of the check and its verdict."""
+
+    teacher_dev_f: float
+    student_dev_f: float
+    agreement_f: float
+    student_max_class_cosine: float
+    thresholds: GuardThresholds
+    problems: List[str] = field(default_factory=list)
+
+    @property
+    def trusted(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> Dict[str, object]:
+        out = asdict(self)
+        out["trusted"] = self.trusted
+        return out
+
+
+def target_agreement(teacher: Language, student: Language, texts: Sequence[str], batch_size: int = 64) -> float:
+    """Entity-level F1 (points) of the student's entities against the teacher's on raw text.
+
+    teacher (Language): the teacher, with the tokenizer it labelled the target text with.
+    student (Language): the student.
+    texts (Sequence[str]): raw target sentences.
+    batch_size (int): texts per nlp.pipe batch.
+    """
+    ref = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in teacher.pipe(texts, batch_size=batch_size)]
+    hyp = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in student.pipe(texts, batch_size=batch_size)]
+    return 100.0 * float(char_prf(ref, hyp)["ents_f"])
+
+
+def check_student(
+    teacher: Language,
+    student: Language,
+    dev_docs: Sequence[Doc],
+    target_texts: Sequence[str],
+    source_lang: Optional[str] = None,
+    thresholds: Optional[GuardThresholds] = None,
+    batch_size: int = 64,
+) -> GuardReport:
+    """Compare student and teacher without target tags.
+
+    teacher (Language): the stage-1 pipeline.
+    student (Language): the stage-2 pipeline.
+    dev_docs (Sequence[Doc]): gold source dev docs.
+    target_texts (Sequence[str]): raw target sentences (a sample of the training text).
+    source_lang (Optional[str]): tokenizer rules for the source dev text (both pipelines
+        are scored with them); None = each pipeline's own.
+    thresholds (Optional[GuardThresholds]): when not to trust the student.
+    batch_size (int): texts per batch.
+    RETURNS (GuardReport): the figures and the problems found (none: trusted).
+    """
+    limits = thresholds or GuardThresholds()
+    dev_f = {}
+    for name, nlp in (("teacher", teacher), ("student", student)):
+        with tokenizer_rules(nlp, source_lang):
+            scored = evaluate_raw_text(nlp, dev_docs, batch_size=batch_size, count_unreachable=False)
+            dev_f[name] = 100.0 * float(scored["ents_f"])
+            if name == "student":
+                cosine = float(span_class_geometry(nlp, dev_docs, batch_size=batch_size)["max_cosine"])
+    agreement = target_agreement(teacher, student, target_texts, batch_size=batch_size)
+    report = GuardReport(dev_f["teacher"], dev_f["student"], agreement, cosine, limits)
+    drop = report.teacher_dev_f - report.student_dev_f
+    if drop > limits.max_dev_drop:
+        report.problems.append(
+            f"source dev F1 {report.student_dev_f:.2f} is {drop:.2f} points below the teacher's "
+            f"{report.teacher_dev_f:.2f} (allowed: {limits.max_dev_drop:g}): the student looks undertrained"
+        )
+    if agreement < limits.min_agreement:
+        report.problems.append(
+            f"the student agrees with the teacher on only {agreement:.2f} F1 of the target text "
+            f"(allowed: >= {limits.min_agreement:g}): it has not learned the pseudo-labels"
+        )
+    if cosine > limits.max_class_cosine:
+        report.problems.append(
+            f"two classes' span vectors have merged (cosine {cosine:.4f} > {limits.max_class_cosine:g}): "
+            "the class means collapsed"
+        )
+    return report
+
+
+def choose(report: GuardReport, policy: str = "auto") -> str:
+    """Which pipeline to ship: "student" or "teacher".
+
+    report (GuardReport): the check.
+    policy (str): "auto" (the student if trusted, else the teacher), "student" or "teacher".
+    """
+    if policy not in ("auto", "student", "teacher"):
+        raise ValueError(f"unknown package choice {policy!r}: use auto, student or teacher")
+    if policy != "auto":
+        return policy
+    return "student" if report.trusted else "teacher"

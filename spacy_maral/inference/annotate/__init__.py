@@ -1,0 +1,17 @@
+"""`annotate`: any spaCy pipeline over a corpus of text, JSONL or Parquet files, into
+Parquet entity rows, partition by partition, resumable, with bad lines reported.
+
+- `inputs`: the input files, their partitions and the parsing of each line;
+- `worker`: the task a worker runs on a partition (records -> entity rows);
+- `output`: the partition files, their bad lines and the merged errors file;
+- `driver`: `annotate()`, which runs the partitions on an engine.
+"""
+from spacy_maral.inference.annotate.driver import EXIT_BAD_LINES, AnnotateStats, annotate
+from spacy_maral.inference.annotate.inputs import BadLine, input_files, iter_partitions, iter_units, parse_partition
+from spacy_maral.inference.annotate.output import ERRORS, SUMMARY
+from spacy_maral.inference.annotate.worker import OUTPUT_SCHEMA, annotate_records, entity_rows
+
+__all__ = [
+    "ERRORS", "EXIT_BAD_LINES", "OUTPUT_SCHEMA", "SUMMARY", "AnnotateStats", "BadLine", "annotate",
+    "annotate_records", "entity_rows", "input_files", "iter_partitions", "iter_units", "parse_partition",
+]

@@ -1,0 +1,230 @@
+"""annotate's input: text, JSONL and Parquet files, cut into partitions of lines, and
+each line parsed into a record or a bad line (file, 1-based line, reason)."""
+import json
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any, Iterable, Iterator, List, Sequence, Tuple, Union
+
+import pyarrow
+import pyarrow.parquet as pq
+
+FORMATS = ("auto", "text", "jsonl", "parquet")
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+Record = Tuple[str, str, str, int]  # (id, text, file, line)
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input file.
+
+    path (Path): where it is.
+    name (str): its name in ids and error messages (relative to the input directory).
+    format (str): "text", "jsonl" or "parquet".
+    """
+
+    path: Path
+    name: str
+    format: str
+
+    @property
+    def unit(self) -> str:
+        return "row" if self.format == "parquet" else "line"
+
+
+@dataclass
+class BadLine:
+    """An input line (or Parquet row) that was skipped.
+
+    file (str): the input file's name.
+    line (int): its 1-based line (or row) number.
+    reason (str): what is wrong with it.
+    unit (str): "line" or "row".
+    """
+
+    file: str
+    line: int
+    reason: str
+    unit: str = "line"
+
+    def __str__(self) -> str:
+        return f"{self.file}, {self.unit} {self.line}: {self.reason}"
+
+
+@dataclass
+class Partition:
+    """A partition of the input: `n_lines` consecutive lines, as read.
+
+    index (int): its number (output file part-{index:06d}.parquet).
+    units (List[Tuple[InputFile, int, Any]]): (file, 1-based line, raw content) of each
+        line: the bytes of a text or JSONL line, the (id, text) of a Parquet row.
+    """
+
+    index: int
+    units: List[Tuple[InputFile, int, Any]]
+
+    @property
+    def n_lines(self) -> int:
+        return len(self.units)
+
+
+def file_format(path: Path, fmt: str = "auto") -> str:
+    """The format of an input file: `fmt`, or from its suffix when fmt is "auto".
+
+    path (Path): the file.
+    fmt (str): "auto", "text", "jsonl" or "parquet".
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown input format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if fmt != "auto":
+        return fmt
+    suffix = path.suffix.lower()
+    if suffix in JSONL_SUFFIXES:
+        return "jsonl"
+    if suffix in PARQUET_SUFFIXES:
+        return "parquet"
+    return "text"
+
+
+def input_files(path: Union[str, Path], fmt: str = "auto") -> List[InputFile]:
+    """The input files: `path` itself, or the files under a directory, sorted by path
+    (hidden files and files starting with "_" left out).
+
+    path (Union[str, Path]): a file or a directory.
+    fmt (str): the format of every file, or "auto" (by suffix).
+    """
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(
+            p for p in path.rglob("*")
+            if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
+        )
+        if not files:
+            raise ValueError(f"the input directory {path} has no files")
+        return [InputFile(p, p.relative_to(path).as_posix(), file_format(p, fmt)) for p in files]
+    if not path.exists():
+        raise ValueError(f"the input {path} does not exist")
+    return [InputFile(path, path.name, file_format(path, fmt))]
+
+
+def iter_units(files: Sequence[InputFile], text_field: str = "text", id_field: str = "id") -> Iterator[Tuple[InputFile, int, Any]]:
+    """Every line (Parquet: row) of the input files, unparsed, in order.
+
+    files (Sequence[InputFile]): the input files.
+    text_field (str): Parquet: the text column.
+    id_field (str): Parquet: the id column (optional).
+    YIELDS (Tuple[InputFile, int, Any]): (file, 1-based line, raw): the bytes of a line,
+        or (id or None, text or None) of a Parquet row.
+    """
+    for file in files:
+        if file.format == "parquet":
+            yield from _parquet_rows(file, text_field, id_field)
+            continue
+        with file.path.open("rb") as f:
+            for line_no, raw in enumerate(f, start=1):
+                yield file, line_no, raw
+
+
+def _parquet_rows(file: InputFile, text_field: str, id_field: str) -> Iterator[Tuple[InputFile, int, Any]]:
+    try:
+        reader = pq.ParquetFile(file.path)
+    except (OSError, pyarrow.ArrowInvalid) as err:
+        raise ValueError(f"{file.name}: not a readable Parquet file ({err})") from err
+    names = reader.schema_arrow.names
+    if text_field not in names:
+        raise ValueError(f"{file.name}: no column {text_field!r} (columns: {names}); choose it with --text-field")
+    text_type = reader.schema_arrow.field(text_field).type
+    if not (pyarrow.types.is_string(text_type) or pyarrow.types.is_large_string(text_type)):
+        raise ValueError(f"{file.name}: column {text_field!r} is {text_type}, not a string column")
+    columns = [text_field] + ([id_field] if id_field in names else [])
+    row = 0
+    for batch in reader.iter_batches(batch_size=4096, columns=columns):
+        texts = batch.column(0).to_pylist()
+        ids = batch.column(1).to_pylist() if len(columns) > 1 else [None] * len(texts)
+        for doc_id, text in zip(ids, texts):
+            row += 1
+            yield file, row, (doc_id, text)
+
+
+def iter_partitions(units: Iterable[Tuple[InputFile, int, Any]], partition_size: int) -> Iterator[Partition]:
+    """Cut the input's lines into partitions of `partition_size` lines.
+
+    units (Iterable): the lines (iter_units).
+    partition_size (int): lines per partition (the last one may have fewer).
+    """
+    if partition_size < 1:
+        raise ValueError(f"partition_size must be at least 1, not {partition_size}")
+    iterator = iter(units)
+    index = 0
+    while True:
+        chunk = list(islice(iterator, partition_size))
+        if not chunk:
+            return
+        yield Partition(index, chunk)
+        index += 1
+
+
+def parse_unit(file: InputFile, line: int, raw: Any, text_field: str = "text", id_field: str = "id") -> Union[Record, BadLine, None]:
+    """One input line as a record, a BadLine saying what is wrong, or None (blank).
+
+    file (InputFile): the file it comes from.
+    line (int): its 1-based line (or row) number.
+    raw (Any): the line's bytes, or a Parquet row's (id, text).
+    text_field (str): JSONL: the key of the text.
+    id_field (str): JSONL: the key of the id (optional; default id "FILE:LINE").
+    RETURNS: (id, text, file name, line), a BadLine, or None for a blank line.
+    """
+    default_id = f"{file.name}:{line}"
+    if file.format == "parquet":
+        doc_id, text = raw
+        if text is None:
+            return BadLine(file.name, line, f"{text_field!r} is null", file.unit)
+        return (default_id if doc_id is None else str(doc_id), text, file.name, line)
+    try:
+        text = raw.decode("utf8")
+    except UnicodeDecodeError as err:
+        return BadLine(file.name, line, f"not valid UTF-8 ({err.reason} at byte {err.start})")
+    if line == 1:
+        text = text.lstrip("\ufeff")  # a byte-order mark
+    text = text.rstrip("\r\n")
+    if not text.strip():
+        return None
+    if file.format == "text":
+        return (default_id, text, file.name, line)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as err:
+        return BadLine(file.name, line, f"invalid JSON ({err.msg} at column {err.colno})")
+    if not isinstance(obj, dict):
+        return BadLine(file.name, line, f"not a JSON object but a {type(obj).__name__}")
+    if text_field not in obj:
+        return BadLine(file.name, line, f"no {text_field!r} field (keys: {sorted(obj)[:10]})")
+    value = obj[text_field]
+    if not isinstance(value, str):
+        return BadLine(file.name, line, f"{text_field!r} is a {type(value).__name__}, not a string")
+    doc_id = obj.get(id_field)
+    if doc_id is None:
+        doc_id = default_id
+    elif isinstance(doc_id, bool) or not isinstance(doc_id, (str, int, float)):
+        return BadLine(file.name, line, f"{id_field!r} is a {type(doc_id).__name__}, not a string or a number")
+    return (str(doc_id), value, file.name, line)
+
+
+def parse_partition(partition: Partition, text_field: str = "text", id_field: str = "id") -> Tuple[List[Record], List[BadLine]]:
+    """The records and the bad lines of a partition (blank lines dropped).
+
+    partition (Partition): the partition, as read.
+    text_field (str): the key (column) of the text.
+    id_field (str): the key (column) of the id.
+    """
+    records: List[Record] = []
+    bad: List[BadLine] = []
+    for file, line, raw in partition.units:
+        parsed = parse_unit(file, line, raw, text_field, id_field)
+        if isinstance(parsed, BadLine):
+            bad.append(parsed)
+        elif parsed is not None:
+            records.append(parsed)
+    return records, bad

@@ -1,0 +1,116 @@
+"""annotate's worker task: a partition's records through the pipeline, into a table of
+entity rows (id, start, end, text, label, score)."""
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import pyarrow
+from spacy.language import Language
+from spacy.tokens import Doc
+
+from spacy_maral.inference.annotate.inputs import BadLine, Record
+from spacy_maral.inference.batching import pipe_length_sorted
+from spacy_maral.util import logger
+
+OUTPUT_SCHEMA = pyarrow.schema(
+    [
+        ("id", pyarrow.string()), ("start", pyarrow.int64()), ("end", pyarrow.int64()),
+        ("text", pyarrow.string()), ("label", pyarrow.string()), ("score", pyarrow.float64()),
+    ]
+)
+
+
+def default_scores_key(nlp: Language) -> Optional[str]:
+    """The doc.spans key where the pipeline stores entity scores: the spans_key of its
+    first component that has one (maral_ner: "maral"), or None.
+
+    nlp (Language): the pipeline.
+    """
+    return next((p.spans_key for _, p in nlp.pipeline if isinstance(getattr(p, "spans_key", None), str)), None)
+
+
+def entity_rows(doc: Doc, scores_key: Optional[str]) -> List[Tuple[int, int, str, str, Optional[float]]]:
+    """The entities of a processed Doc as (start, end, text, label, score) rows.
+
+    doc (Doc): the Doc, after the pipeline.
+    scores_key (Optional[str]): doc.spans key whose group has attrs["scores"] (one
+        probability per span); an entity that is not in it gets score None.
+    """
+    scores: Dict[Tuple[int, int, str], float] = {}
+    if scores_key and scores_key in doc.spans:
+        group = doc.spans[scores_key]
+        for span, score in zip(group, group.attrs.get("scores", [])):
+            scores[(span.start_char, span.end_char, span.label_)] = float(score)
+    return [
+        (ent.start_char, ent.end_char, ent.text, ent.label_, scores.get((ent.start_char, ent.end_char, ent.label_)))
+        for ent in doc.ents
+    ]
+
+
+def rows_table(ids: List[str], rows: List[List[Tuple[int, int, str, str, Optional[float]]]]) -> pyarrow.Table:
+    """The output table: one row per entity, documents in order.
+
+    ids (List[str]): the document ids.
+    rows (List[List[...]]): each document's entity_rows.
+    """
+    columns: Dict[str, list] = {name: [] for name in OUTPUT_SCHEMA.names}
+    for doc_id, doc_rows in zip(ids, rows):
+        for start, end, text, label, score in doc_rows:
+            columns["id"].append(doc_id)
+            columns["start"].append(start)
+            columns["end"].append(end)
+            columns["text"].append(text)
+            columns["label"].append(label)
+            columns["score"].append(score)
+    return pyarrow.Table.from_pydict(columns, schema=OUTPUT_SCHEMA)
+
+
+def annotate_records(
+    nlp: Language,
+    records: Sequence[Record],
+    batch_size: int = 64,
+    scores_key: Optional[str] = None,
+    sort_buffer: int = 0,
+) -> Dict[str, Any]:
+    """Run the pipeline over one partition's records: the worker's annotate task.
+
+    The records are sorted by length and cut into batches (pipe_length_sorted); the rows
+    come out in the records' order. If the pipeline raises on a batch, the partition's
+    documents are run one at a time and those it fails on become bad lines.
+
+    nlp (Language): the pipeline.
+    records (Sequence[Record]): (id, text, file, line) of each document.
+    batch_size (int): documents per nlp.pipe batch.
+    scores_key (Optional[str]): doc.spans key with the scores (None: default_scores_key).
+    sort_buffer (int): documents sorted together (0 = the whole partition).
+    RETURNS (Dict[str, Any]): "table" (pyarrow.Table), "documents", "entities",
+        "bad_lines" (List[BadLine]).
+    """
+    key = scores_key if scores_key is not None else default_scores_key(nlp)
+    texts = [r[1] for r in records]
+    bad: List[BadLine] = []
+    try:
+        rows = list(pipe_length_sorted(nlp, texts, batch_size=batch_size, buffer_size=sort_buffer,
+                                       transform=lambda doc: entity_rows(doc, key)))
+    except Exception as batch_err:  # find the documents it fails on
+        logger.warning("the pipeline failed on a batch (%s); running the partition's documents one by one", batch_err)
+        rows = []
+        for doc_id, text, file, line in records:
+            try:
+                rows.append(entity_rows(nlp(text), key))
+            except Exception as err:
+                bad.append(BadLine(file, line, f"the pipeline failed: {type(err).__name__}: {err}"))
+                rows.append([])
+        if len(bad) == len(records) and not _runs_on_plain_text(nlp):  # the pipeline is broken, not the input
+            raise batch_err
+    table = rows_table([r[0] for r in records], rows)
+    return {"table": table, "documents": len(records) - len(bad), "entities": table.num_rows, "bad_lines": bad}
+
+
+def _runs_on_plain_text(nlp: Language) -> bool:
+    """Whether the pipeline processes a short ordinary sentence: when every document of
+    a partition failed, this tells a broken pipeline from bad documents (a partition of
+    one bad document)."""
+    try:
+        nlp("This is a short test sentence.")
+    except Exception:
+        return False
+    return True

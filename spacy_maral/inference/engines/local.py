@@ -1,0 +1,134 @@
+"""Engines on this machine: one worker in this process, or N worker processes."""
+import os
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import asdict
+from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
+
+from spacy_maral.inference.engines.base import Item, PipelineWorker, Task, WorkerSpec
+
+
+class InProcessEngine:
+    """One worker in this process: partitions are processed one after the other.
+
+    spec (WorkerSpec): how to load the pipeline.
+    nlp (Optional[Language]): a pipeline already loaded in this process (then `spec`
+        only names it).
+    """
+
+    name = "local"
+
+    def __init__(self, spec: WorkerSpec, nlp=None) -> None:
+        self.spec = spec
+        self._nlp = nlp
+        self.worker: Optional[PipelineWorker] = None
+
+    def __enter__(self) -> "InProcessEngine":
+        self.worker = PipelineWorker(self.spec, nlp=self._nlp)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.worker = None
+
+    @property
+    def n_workers(self) -> int:
+        return 1
+
+    def map(self, task: Task, items: Iterable[Item], **kwargs) -> Iterator[Tuple[Any, Dict[str, Any]]]:
+        """Run `task` on every (key, payload); yield (key, result) as each finishes.
+
+        task (Task): the partitions' work (PipelineWorker.run).
+        items (Iterable[Item]): (key, payload) pairs, read lazily.
+        kwargs: the task's settings.
+        """
+        if self.worker is None:
+            raise RuntimeError("use the engine as a context manager: with engine: ...")
+        for key, payload in items:
+            yield key, self.worker.run(task, payload, **kwargs)
+
+
+_PROCESS_WORKER: Optional[PipelineWorker] = None
+
+
+def _init_process_worker(spec_dict: Dict[str, Any]) -> None:
+    global _PROCESS_WORKER
+    _PROCESS_WORKER = PipelineWorker(WorkerSpec(**spec_dict))
+
+
+def _process_worker_ready(wait_s: float) -> int:
+    time.sleep(wait_s)  # long enough for the other workers to take the other calls
+    return os.getpid()
+
+
+def _run_in_process_worker(task: Task, payload: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    assert _PROCESS_WORKER is not None
+    return _PROCESS_WORKER.run(task, payload, **kwargs)
+
+
+class ProcessEngine:
+    """N worker processes on this machine (spawned), each loading the pipeline once.
+
+    spec (WorkerSpec): how each worker loads the pipeline; threads 0 gives each worker
+        cpu_count // n_process torch threads.
+    n_process (int): worker processes.
+    in_flight_per_worker (int): partitions queued per worker, so none waits idle
+        while the driver reads the next partition.
+    """
+
+    name = "local"
+
+    def __init__(self, spec: WorkerSpec, n_process: int, in_flight_per_worker: int = 2) -> None:
+        if n_process < 2:
+            raise ValueError("ProcessEngine needs n_process >= 2 (use InProcessEngine for one)")
+        threads = spec.threads or max(1, (os.cpu_count() or 1) // n_process)
+        self.spec = WorkerSpec(**{**asdict(spec), "threads": threads})
+        self.n_process = n_process
+        self.in_flight = max(1, in_flight_per_worker) * n_process
+        self.pool: Optional[ProcessPoolExecutor] = None
+
+    @property
+    def n_workers(self) -> int:
+        return self.n_process
+
+    def __enter__(self) -> "ProcessEngine":
+        import multiprocessing
+
+        self.pool = ProcessPoolExecutor(
+            max_workers=self.n_process, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_process_worker, initargs=(asdict(self.spec),),
+        )
+        try:  # start every worker (each loads the pipeline) before the first partition
+            pids: set = set()
+            for _ in range(5):
+                pids.update(f.result() for f in [self.pool.submit(_process_worker_ready, 0.2) for _ in range(self.n_process)])
+                if len(pids) >= self.n_process:
+                    break
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def map(self, task: Task, items: Iterable[Item], **kwargs) -> Iterator[Tuple[Any, Dict[str, Any]]]:
+        """Run `task` on every (key, payload) in the worker processes; yield (key, result)
+        as each finishes (not in input order). See InProcessEngine.map."""
+        if self.pool is None:
+            raise RuntimeError("use the engine as a context manager: with engine: ...")
+        running: Dict[Future, Any] = {}
+        for key, payload in items:
+            while len(running) >= self.in_flight:
+                yield from self._collect(running)
+            running[self.pool.submit(_run_in_process_worker, task, payload, kwargs)] = key
+        while running:
+            yield from self._collect(running)
+
+    @staticmethod
+    def _collect(running: Dict[Future, Any]) -> Iterator[Tuple[Any, Dict[str, Any]]]:
+        done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+        for future in done:
+            key = running.pop(future)
+            yield key, future.result()

@@ -1,0 +1,148 @@
+"""The resumable partition runner shared by `annotate` and `pseudo-label`.
+
+A run owns an output folder. `open_output` checks that the folder is this run's
+(`_manifest.json`: what its outputs are made from) and removes the temporaries a killed
+run left; `run_partitions` then walks the input's partitions in order, keeps those
+already finished, and has an engine's workers process the others, writing each result
+as it comes back. Every output file is written atomically (spacy_maral.fileio), so a
+killed run loses at most the partitions in flight, and the same command started again
+ends with exactly the output of an uninterrupted run.
+"""
+import json
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple, TypeVar
+
+from spacy_maral.fileio import atomic_write_text, remove_stale_temporaries
+from spacy_maral.inference.engines.base import Task
+
+MANIFEST = "_manifest.json"
+P = TypeVar("P")
+
+
+def model_id(model: Any) -> str:
+    """A model's identity for a manifest: the resolved path of a directory, else the name
+    (an installed package)."""
+    path = Path(str(model))
+    return str(path.resolve()) if path.exists() else str(model)
+
+
+def check_manifest(
+    output_dir: Path, manifest: Dict[str, Any], run: str, outputs: str,
+    remedy: str = "use a new output directory, or delete it",
+) -> None:
+    """Write OUTPUT/_manifest.json, or check that the one there describes this run, so that
+    a resumed run never mixes its outputs with those of another (other input, model or
+    settings).
+
+    output_dir (Path): the output directory of a resumable run.
+    manifest (Dict[str, Any]): what the outputs are made from (JSON-serializable): the
+        input files (name, size, mtime), the model, the settings that change them.
+    run (str): the command's name, for the error message (e.g. "annotate").
+    outputs (str): glob of the output files a resumed run keeps (e.g. "part-*.parquet").
+    remedy (str): what the error tells the user to do.
+    RAISES (ValueError): the directory holds outputs of another run, or outputs without
+        a manifest. A directory without outputs takes the new manifest.
+    """
+    output_dir = Path(output_dir)
+    path = output_dir / MANIFEST
+    has_outputs = any(output_dir.glob(outputs))
+    if path.exists() and has_outputs:
+        try:
+            old = json.loads(path.read_text(encoding="utf8"))
+        except ValueError:
+            old = None
+        if old == manifest:
+            return
+        diffs = sorted(k for k in set(manifest) | set(old or {}) if (old or {}).get(k) != manifest.get(k))
+        raise ValueError(
+            f"{output_dir} holds the output of another {run} run (different: {', '.join(diffs) or 'unreadable manifest'}); "
+            f"its files can't be resumed with these settings: {remedy}"
+        )
+    if has_outputs:
+        raise ValueError(
+            f"{output_dir} has {outputs} files but no {MANIFEST} (they were not written by this {run} "
+            f"version, or by another command): {remedy}"
+        )
+    atomic_write_text(path, json.dumps(manifest, indent=2))
+
+
+def open_output(
+    output_dir: Path,
+    manifest: Dict[str, Any],
+    *,
+    run: str,
+    outputs: str,
+    overwrite: bool = False,
+    also_remove: Sequence[str] = (),
+    remedy: str = "use a new output directory, or delete it",
+) -> Path:
+    """Make `output_dir` this run's: create it, check (or write) its manifest, and remove
+    the temporary files a killed run left there.
+
+    output_dir (Path): the run's output folder.
+    manifest (Dict[str, Any]): what the outputs are made from (check_manifest).
+    run (str): the command's name, for messages.
+    outputs (str): glob of the output files a resumed run keeps.
+    overwrite (bool): when the folder holds another run's outputs, delete them (the
+        `outputs`, the files named in `also_remove` and the manifest) instead of raising.
+        Check the new input before calling: nothing is removed for an input that is then
+        refused.
+    also_remove (Sequence[str]): other files of a run that `overwrite` removes.
+    remedy (str): what the error tells the user to do.
+    RETURNS (Path): the folder.
+    """
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        check_manifest(output_dir, manifest, run=run, outputs=outputs, remedy=remedy)
+    except ValueError:
+        if not overwrite:
+            raise
+        for old in [*output_dir.glob(outputs), *(output_dir / name for name in also_remove), output_dir / MANIFEST]:
+            if old.is_file():
+                old.unlink()
+        check_manifest(output_dir, manifest, run=run, outputs=outputs, remedy=remedy)
+    remove_stale_temporaries(output_dir)
+    return output_dir
+
+
+def run_partitions(
+    engine: Any,
+    task: Task,
+    partitions: Iterable[P],
+    *,
+    finished: Callable[[P], Optional[Dict[str, Any]]],
+    prepare: Callable[[P], Any],
+    write: Callable[[P, Optional[Dict[str, Any]]], Dict[str, Any]],
+    on_done: Callable[[P, Dict[str, Any], bool], None],
+    **task_settings: Any,
+) -> None:
+    """Process the partitions that are not finished yet, in input order, with `engine`.
+
+    engine: an entered engine (spacy_maral.inference.engines): its `map` runs `task`.
+    task (Task): the workers' function, task(nlp, payload, **task_settings).
+    partitions (Iterable[P]): the input's partitions, read lazily.
+    finished (Callable): the metadata of a partition already on disk and complete, or
+        None (it is processed again).
+    prepare (Callable): the payload for a worker; None when there is nothing for a worker
+        to do (write is then called with None).
+    write (Callable): writes a partition's result (atomically); returns its metadata.
+    on_done (Callable): called with (partition, metadata, kept) for each partition, kept
+        ones as they are found, written ones as they are written (not in input order).
+    task_settings: passed on to `task`.
+    """
+
+    def pending() -> Iterator[Tuple[P, Any]]:
+        for part in partitions:
+            meta = finished(part)
+            if meta is not None:
+                on_done(part, meta, True)
+                continue
+            payload = prepare(part)
+            if payload is None:
+                on_done(part, write(part, None), False)
+                continue
+            yield part, payload
+
+    for part, result in engine.map(task, pending(), **task_settings):
+        on_done(part, write(part, result), False)

@@ -1,0 +1,705 @@
+"""The `maral_ner` pipeline component: span NER with vMF classes and a large-margin loss.
+
+It enumerates spans, scores them with `spacy_maral.SpanNER.v1`, decodes the best
+non-overlapping entities into `doc.ents` (through a configurable filter when the doc
+already has entities) and keeps every kept entity with its probability in
+`doc.spans[spans_key]` (attrs["scores"]).
+"""
+from itertools import islice
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy
+import srsly
+import torch
+from spacy import util
+from spacy.attrs import IS_SPACE
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.scorer import get_ner_prf
+from spacy.tokens import Doc, Span, SpanGroup
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.vocab import Vocab
+from thinc.api import Config, Model, Optimizer, get_array_module
+
+from spacy_maral.ml.loss import ReweightedVMFLoss
+from spacy_maral.ml.span_ner import CLASS_INDEXED_BUFFERS, SpanScores, build_head, get_span_head
+from spacy_maral.ml.spans import count_spans, doc_span_slices
+from spacy_maral.pipeline.decoding import decode_doc
+from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
+from spacy_maral.training.stage2.examples import Stage2Corpus
+from spacy_maral.util import logger
+
+DEFAULT_MODEL_CONFIG = """
+[model]
+@architectures = "spacy_maral.SpanNER.v1"
+max_width = 5
+hidden_width = 256
+projection_dim = 64
+width_embed_dim = 32
+casing_embed_dim = 16
+dropout = 0.2
+temperature = 0.07
+max_kappa = 100000.0
+
+[model.tok2vec]
+@architectures = "spacy-transformers.TransformerListener.v1"
+grad_factor = 1.0
+upstream = "*"
+
+[model.tok2vec.pooling]
+@layers = "spacy_maral.first_subword.v1"
+"""
+DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
+
+NON_ENTITY_LABEL = "O"
+
+
+# version of what to_disk/to_bytes write (cfg and model); bumped on incompatible changes
+FORMAT_VERSION = 1
+
+@Language.factory(
+    "maral_ner",
+    assigns=["doc.ents", "token.ent_iob", "token.ent_type", "doc.spans"],
+    default_config={
+        "model": DEFAULT_MODEL,
+        "loss": {"@misc": "spacy_maral.ReweightedVMFLoss.v1", "tau": 1.0, "class_weights": True},
+        "spans_key": "maral",
+        "ents_filter": {"@misc": "spacy.prioritize_new_ents_filter.v1"},
+        "scorer": {"@scorers": "spacy.ner_scorer.v1"},
+        "adaptation": None,
+        "inference_tau": 0.0,
+    },
+    default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
+)
+def make_maral_ner(
+    nlp: Language,
+    name: str,
+    model: Model[List[Doc], SpanScores],
+    loss: ReweightedVMFLoss,
+    spans_key: str,
+    ents_filter: Callable[[Iterable[Span], Iterable[Span]], Iterable[Span]],
+    scorer: Optional[Callable],
+    adaptation: Optional[AdaptationSettings],
+    inference_tau: float,
+) -> "MaralNER":
+    """Create a maral_ner component.
+
+    model (Model[List[Doc], SpanScores]): the span model (spacy_maral.SpanNER.v1).
+    loss (ReweightedVMFLoss): the training loss (spacy_maral.ReweightedVMFLoss.v1).
+    spans_key (str): doc.spans key that receives the predicted entities with their
+        probabilities in attrs["scores"].
+    ents_filter (Callable): decides between the doc's existing entities and the new
+        ones, e.g. spacy.prioritize_new_ents_filter.v1 or
+        spacy.prioritize_existing_ents_filter.v1.
+    scorer (Optional[Callable]): scoring method (spacy.ner_scorer.v1).
+    adaptation (Optional[AdaptationSettings]): stage-2 progressive adaptation settings
+        (spacy_maral.Adaptation.v1); null for source-only training (stage 1).
+    inference_tau (float): weight of the source class prior added to the logits at
+        prediction time (0 = argmax s(z), the paper's rule).
+    """
+    return MaralNER(
+        nlp.vocab, model, name, loss=loss, spans_key=spans_key, ents_filter=ents_filter,
+        scorer=scorer, adaptation=adaptation, inference_tau=inference_tau,
+    )
+
+
+COLLAPSE_COSINE = 0.99
+
+
+def collapsed_class_pairs(
+    cosines: numpy.ndarray, classes: Sequence[str], threshold: float = COLLAPSE_COSINE
+) -> List[Tuple[str, str, float]]:
+    """The class pairs whose mean directions have (nearly) merged, worst first.
+
+    When every class mean points the same way, every logit s_c(z) is the same function
+    of z, the loss gradient with respect to z cancels, and training cannot separate the
+    classes any more: a collapse that the epoch-end statistics can lock in.
+
+    cosines (numpy.ndarray): (C, C) cosines between the class mean directions.
+    classes (Sequence[str]): the class names, in the same order.
+    threshold (float): the cosine above which a pair counts as merged.
+    RETURNS (List[Tuple[str, str, float]]): (class, class, cosine) per merged pair.
+    """
+    n = len(classes)
+    pairs = [
+        (classes[i], classes[j], float(cosines[i, j]))
+        for i in range(n)
+        for j in range(i + 1, n)
+        if float(cosines[i, j]) > threshold
+    ]
+    return sorted(pairs, key=lambda p: -p[2])
+
+
+class MaralNER(TrainablePipe):
+    """Span NER whose classes are von Mises-Fisher distributions on the unit sphere."""
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        model: Model[List[Doc], SpanScores],
+        name: str = "maral_ner",
+        *,
+        loss: Optional[ReweightedVMFLoss] = None,
+        spans_key: str = "maral",
+        ents_filter: Optional[Callable[[Iterable[Span], Iterable[Span]], Iterable[Span]]] = None,
+        scorer: Optional[Callable] = get_ner_prf,
+        adaptation: Optional[AdaptationSettings] = None,
+        inference_tau: float = 0.0,
+    ) -> None:
+        """Initialise the component; see make_maral_ner for the arguments."""
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.loss = loss if loss is not None else ReweightedVMFLoss()
+        self.ents_filter = ents_filter if ents_filter is not None else util.registry.misc.get("spacy.prioritize_new_ents_filter.v1")()
+        self.scorer = scorer
+        self.cfg: Dict[str, Any] = {
+            "labels": [], "spans_key": spans_key, "loss_state": {}, "nI": None, "format_version": FORMAT_VERSION,
+        }
+        self.inference_tau = inference_tau
+        self.adapter = Adapter(adaptation) if adaptation is not None else None
+        self._warned_no_subwords = False
+
+    # ------------------------------------------------------------------ labels
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        """The entity labels (without O)."""
+        return tuple(self.cfg["labels"])
+
+    @property
+    def classes(self) -> Tuple[str, ...]:
+        """The model's classes: O first, then the labels."""
+        return (NON_ENTITY_LABEL,) + self.labels
+
+    @property
+    def label_data(self) -> List[str]:
+        return list(self.labels)
+
+    @property
+    def spans_key(self) -> str:
+        return self.cfg["spans_key"]
+
+    @property
+    def max_width(self) -> int:
+        return int(self.model.attrs["max_width"])
+
+    def add_label(self, label: str) -> int:
+        """Add an entity label before initialize. Returns 1 if it was new, else 0."""
+        if not isinstance(label, str):
+            raise ValueError(f"maral_ner labels must be strings, got {label!r}")
+        if label == NON_ENTITY_LABEL:
+            raise ValueError(f"'{NON_ENTITY_LABEL}' is the non-entity class of maral_ner and can't be a label")
+        if label in self.labels:
+            return 0
+        if self.model.has_ref("head"):
+            raise ValueError(
+                f"maral_ner '{self.name}' is already initialized with labels {self.labels}; "
+                f"can't add '{label}'. Re-initialize (spacy train) with the new label set."
+            )
+        self.cfg["labels"] = list(self.labels) + [label]
+        self.vocab.strings.add(label)
+        return 1
+
+    # -------------------------------------------------------------- prediction
+    def predict(self, docs: Iterable[Doc]) -> SpanScores:
+        """Score every span of every doc. RETURNS (SpanScores): spans, logits, vectors."""
+        docs = list(docs)
+        if not any(len(doc) for doc in docs):
+            n_classes = len(self.classes)
+            lengths = [len(doc) for doc in docs]
+            return SpanScores(
+                spans=numpy.zeros((0, 3), dtype=numpy.int64),
+                logits=self.model.ops.alloc2f(0, n_classes),
+                vectors=self.model.ops.alloc2f(0, self.model.attrs["projection_dim"]),
+                lengths=lengths,
+            )
+        scores = self.model.predict(docs)
+        self._warn_words_without_subwords(docs)
+        return scores
+
+    def _warn_words_without_subwords(self, docs: Sequence[Doc]) -> None:
+        """Warn (once) when words got no subword from the encoder: the transformer cut a
+        window at its maximum length (a window of many long or rare words), or its
+        tokenizer drops their characters. Such a word has a zero vector and is never part
+        of an entity; nothing else would say so."""
+        if self._warned_no_subwords or not Doc.has_extension("trf_data"):
+            return
+        lost = 0
+        for doc in docs:
+            trf = doc._.trf_data
+            if trf is None or not len(doc) or len(trf.align.lengths) != len(doc):
+                continue
+            empty = numpy.flatnonzero(self.model.ops.to_numpy(trf.align.lengths) == 0)
+            lost += sum(1 for i in empty.tolist() if not doc[i].is_space)
+        if lost:
+            self._warned_no_subwords = True
+            logger.warning(
+                "maral_ner '%s': %d word(s) in this batch got no subword from the encoder and cannot be "
+                "entities: a window of [components.transformer.model.get_spans] passed the encoder's maximum "
+                "length (lower its window and stride), or its tokenizer drops their characters. "
+                "Said once per component.", self.name, lost,
+            )
+
+    @property
+    def score_temperature(self) -> float:
+        """T of the reported entity scores softmax(l / T) (1.0 = uncalibrated); fitted on the
+        source dev set by `python -m spacy_maral calibrate` and stored in the cfg."""
+        return float(self.cfg.get("score_temperature", 1.0))
+
+    @score_temperature.setter
+    def score_temperature(self, value: float) -> None:
+        if not value > 0:
+            raise ValueError(f"maral_ner '{self.name}': score_temperature must be > 0, got {value}")
+        self.cfg["score_temperature"] = float(value)
+
+    def decision_logits(self, scores: SpanScores) -> numpy.ndarray:
+        """The logits of the decision rule: s(z) + inference_tau * log pi_src, (n_spans, C)."""
+        logits = self.model.ops.to_numpy(scores.logits)
+        if self.inference_tau and self.loss.log_prior is not None:
+            logits = logits + self.inference_tau * self.loss.log_prior[None, :]
+        return logits
+
+    def probabilities(self, scores: SpanScores) -> numpy.ndarray:
+        """Class probabilities of every span: softmax(s(z) + inference_tau * log pi_src).
+
+        With inference_tau = 0 (the default, as in the paper) this is softmax of the
+        vMF logits; tau > 0 adds back part of the source class prior at prediction time.
+        These drive decoding and the soft pseudo-labels; the score temperature is not
+        applied to them.
+        """
+        return _softmax(self.decision_logits(scores))
+
+    def decode(self, docs: Sequence[Doc], scores: SpanScores) -> List[List[Tuple[int, int, int, float, int]]]:
+        """The non-overlapping entities of each doc.
+
+        docs (Sequence[Doc]): the docs scored.
+        scores (SpanScores): their span scores (from predict).
+        RETURNS (List[List[Tuple[int, int, int, float, int]]]): per doc, (start, end,
+            class index, probability, row of the span in scores) of every kept entity,
+            by start. The probability is the uncalibrated one (see `entity_scores`).
+        """
+        probs = self.probabilities(scores)
+        out = []
+        for doc, sl in zip(docs, doc_span_slices(len(docs), scores.spans)):
+            spans = scores.spans[sl]
+            kept = decode_doc(spans[:, 1], spans[:, 2], mask_space_spans(doc, spans, probs[sl]), len(doc))
+            rows = {(int(s), int(e)): sl.start + i for i, (s, e) in enumerate(spans[:, 1:3].tolist())}
+            out.append([(s, e, c, p, rows[(s, e)]) for s, e, c, p in kept])
+        return out
+
+    def entity_scores(self, scores: SpanScores, kept: Sequence[Tuple[int, int, int, float, int]]) -> List[float]:
+        """The reported score of each kept entity: softmax(decision logits / T)[class]."""
+        if not kept:
+            return []
+        temperature = self.score_temperature
+        if temperature == 1.0:
+            return [float(p) for _, _, _, p, _ in kept]
+        rows = numpy.asarray([r for *_, r in kept], dtype=numpy.int64)
+        logits = self.decision_logits(scores)[rows] / temperature
+        probs = _softmax(logits)
+        return [float(probs[i, c]) for i, (_, _, c, _, _) in enumerate(kept)]
+
+    def set_annotations(self, docs: Iterable[Doc], scores: SpanScores) -> None:
+        """Write the decoded entities to doc.ents and doc.spans[spans_key] (with scores)."""
+        docs = list(docs)
+        classes = self.classes
+        for doc, kept in zip(docs, self.decode(docs, scores)):
+            new_ents = [Span(doc, s, e, label=classes[c]) for s, e, c, _, _ in kept]
+            group = SpanGroup(doc, name=self.spans_key, spans=new_ents)
+            group.attrs["scores"] = self.entity_scores(scores, kept)
+            doc.spans[self.spans_key] = group
+            doc.ents = list(self.ents_filter(doc.ents, new_ents))
+
+    # ---------------------------------------------------------------- training
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        """Learn from a batch of examples; updates the vMF class statistics too.
+
+        examples (Iterable[Example]): the batch.
+        drop (float): dropout rate of the span head.
+        sgd (Optional[Optimizer]): the optimizer.
+        losses (Optional[Dict[str, float]]): accumulated losses, by component name.
+        RETURNS (Dict[str, float]): the updated losses.
+        """
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        validate_examples(examples, "MaralNER.update")
+        examples = list(examples)
+        if not any(len(eg.predicted) for eg in examples):
+            return losses
+        head = get_span_head(self.model)
+        head.set_dropout(drop)
+        scores, backprop = self.model.begin_update([eg.predicted for eg in examples])
+        labels, mask = self.gold_span_labels(examples, scores)
+        loss, d_logits = self.get_loss(examples, scores, labels=labels, mask=mask)
+        terms = None
+        if self.adapter is not None:  # stage 2: the target loss of the batch's target sentences
+            ops = self.model.ops
+            terms = self.adapter.target_terms(examples, scores.spans, ops.to_numpy(scores.logits))
+            loss += terms.loss
+            d_logits = d_logits + ops.asarray2f(terms.d_logits)
+        backprop(d_logits)
+        if sgd is not None:
+            self.finish_update(sgd)
+        if terms is not None:
+            labels, mask = terms.relabel(labels, mask)
+        self.accumulate_class_stats(scores, labels, mask)
+        if terms is not None:
+            ops = self.model.ops
+            self.adapter.after_update(terms, ops.to_numpy(scores.logits), ops.to_numpy(scores.vectors), labels, mask)
+        losses[self.name] += loss
+        return losses
+
+    def accumulate_class_stats(self, scores: SpanScores, labels: numpy.ndarray, mask: numpy.ndarray) -> None:
+        """Add labelled span vectors to the running class means."""
+        head = get_span_head(self.model)
+        xp = get_array_module(scores.vectors)
+        from thinc.api import xp2torch
+
+        head.accumulate(
+            xp2torch(xp.ascontiguousarray(scores.vectors)),
+            xp2torch(xp.asarray(labels, dtype="int64")),
+            xp2torch(xp.asarray(mask, dtype="float64")),
+        )
+
+    def end_epoch(self) -> None:
+        """Called at the end of a training epoch: rolls the class-mean estimators.
+
+        Warns when two class means have (nearly) merged: see `collapsed_class_pairs`.
+        """
+        if not self.model.has_ref("head"):
+            return
+        head = get_span_head(self.model)
+        head.end_epoch()
+        mu, _ = head.class_distributions()
+        cosines = (mu @ mu.T).cpu().numpy()
+        merged = collapsed_class_pairs(cosines, self.classes)
+        if merged:
+            a, b, cos = merged[0]
+            logger.warning(
+                "maral_ner: after this epoch the class means of %d class pair(s) are nearly identical "
+                "(largest cosine %.4f, %s/%s): the span vectors do not separate the classes yet. "
+                "The next epoch's logits come from these means, and if all of them coincide no "
+                "gradient can separate the classes again (the predictions stay uniform). In stage 2 "
+                "this happens when the first epoch is shorter than the time the student needs to "
+                "separate the classes: use fewer, longer epochs (a larger max_target_docs or a "
+                "smaller adaptation.n_epochs).",
+                len(merged), cos, a, b,
+            )
+        if self.adapter is not None and self.adapter.store is not None:
+            self.adapter.end_epoch(class_cosines=cosines, classes=self.classes)
+
+    def gold_span_labels(self, examples: Sequence[Example], scores: SpanScores) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """Class index per enumerated span from the reference entities.
+
+        A gold entity wider than max_width can't be predicted; the spans inside it are
+        neither trained as O nor as the entity: they get mask 0 (spans that cross its
+        boundary stay O).
+
+        RETURNS (Tuple[numpy.ndarray, numpy.ndarray]): (n_spans,) int64 labels (0 = O)
+            and a float32 mask that is 0 for spans touching unannotated tokens and for
+            spans inside a gold entity wider than max_width.
+        """
+        class_ids = {label: i for i, label in enumerate(self.classes)}
+        max_width = self.max_width
+        labels = numpy.zeros(scores.spans.shape[0], dtype=numpy.int64)
+        mask = numpy.ones(scores.spans.shape[0], dtype=numpy.float32)
+        for eg, sl in zip(examples, doc_span_slices(len(examples), scores.spans)):
+            n = len(eg.predicted)
+            grid = numpy.zeros((n + 1, max_width + 1), dtype=numpy.int64)
+            wide = numpy.full(n + 1, -1, dtype=numpy.int64)  # token -> id of the wide entity over it
+            for k, ent in enumerate(eg.get_aligned_spans_y2x(eg.reference.ents, allow_overlap=False)):
+                if ent.label_ not in class_ids:
+                    raise ValueError(
+                        f"maral_ner '{self.name}': the training data has the entity label "
+                        f"'{ent.label_}', which is not among the component's labels {self.labels}. "
+                        "Initialize with the full label set (spacy init labels) or fix the data."
+                    )
+                width = ent.end - ent.start
+                if width <= max_width:
+                    grid[ent.start, width] = class_ids[ent.label_]
+                else:
+                    wide[ent.start : ent.end] = k
+            spans = scores.spans[sl]
+            labels[sl] = grid[spans[:, 1], spans[:, 2] - spans[:, 1]]
+            inside = (wide[spans[:, 1]] >= 0) & (wide[spans[:, 1]] == wide[spans[:, 2] - 1])
+            missing = _missing_tokens(eg)
+            if missing.any():
+                covered = numpy.concatenate([[0], numpy.cumsum(missing)])
+                mask[sl] = ((covered[spans[:, 2]] - covered[spans[:, 1]]) == 0).astype(numpy.float32)
+            if inside.any():
+                mask[sl] = numpy.where(inside, 0.0, mask[sl])
+        return labels, mask
+
+    def get_loss(
+        self,
+        examples: Iterable[Example],
+        scores: SpanScores,
+        labels: Optional[numpy.ndarray] = None,
+        mask: Optional[numpy.ndarray] = None,
+    ) -> Tuple[float, Any]:
+        """The reweighted vMF loss of a batch and its gradient w.r.t. the logits."""
+        examples = list(examples)
+        if labels is None or mask is None:
+            labels, mask = self.gold_span_labels(examples, scores)
+        ops = self.model.ops
+        d_logits, loss = self.loss.get_grad_and_loss(
+            ops.to_numpy(scores.logits), labels, mask=mask
+        )
+        return loss, ops.asarray2f(d_logits)
+
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        labels: Optional[List[str]] = None,
+        adaptation_corpus: Optional[Stage2Corpus] = None,
+    ) -> None:
+        """Set the labels, count the class prior over all enumerated spans, build the model;
+        in stage 2, also build the soft-label store of the target sentences.
+
+        get_examples (Callable[[], Iterable[Example]]): the training data (stage 1).
+        nlp (Optional[Language]): the pipeline.
+        labels (Optional[List[str]]): the entity labels (e.g. from spacy init labels);
+            by default read from the examples.
+        adaptation_corpus (Optional[Stage2Corpus]): stage 2 (an `adaptation` block):
+            the stage-2 corpus (spacy_maral.AdaptationCorpus.v1), `[initialize.components.maral_ner] adaptation_corpus =
+            ${corpora.train}`; its source sentences give the labels, class prior and
+            weights, its target sentences the soft labels.
+        """
+        validate_get_examples(get_examples, "MaralNER.initialize")
+        if self.adapter is not None:
+            if adaptation_corpus is None:
+                raise ValueError(
+                    f"maral_ner '{self.name}' has an adaptation block (stage 2) but no stage-2 corpus to "
+                    "initialize from: add `adaptation_corpus = ${corpora.train}` to "
+                    "[initialize.components.maral_ner] (configs/adapt.cfg does)"
+                )
+            if nlp is None:
+                raise ValueError(f"maral_ner '{self.name}': stage 2's initialize needs the pipeline (nlp)")
+            corpus, pipeline = adaptation_corpus, nlp
+
+            def get_examples() -> Iterable[Example]:  # every source sentence once, as stage 1 counts
+                return corpus.source_examples(pipeline)
+
+        if labels is not None:
+            for label in labels:
+                self.add_label(label)
+        else:
+            for eg in get_examples():
+                for ent in eg.reference.ents:
+                    self.add_label(ent.label_)
+        if not self.labels:
+            raise ValueError(
+                f"maral_ner '{self.name}' has no labels: the training examples carry no entities "
+                "and no labels were given ([initialize.components.maral_ner.labels])."
+            )
+        counts, n_entities, n_wide = self.count_classes(get_examples())
+        if n_wide:
+            logger.warning(
+                "%d of %d gold entities (%.2f%%) are wider than max_width=%d tokens: maral_ner "
+                "can never predict them; the spans inside them are left out of training (neither "
+                "O nor entity), and they still count as misses in evaluation.",
+                n_wide, n_entities, 100.0 * n_wide / max(n_entities, 1), self.max_width,
+            )
+        self.loss.set_counts(counts)
+        self.cfg["class_counts"] = [float(c) for c in counts]
+        self.cfg["loss_state"] = self.loss.to_cfg()
+        self.cfg["entities_total"] = n_entities
+        self.cfg["entities_too_wide"] = n_wide
+        self.model.set_dim("nO", len(self.classes))
+        sample = [eg.predicted for eg in islice(get_examples(), 10)]
+        self.model.initialize(X=sample)
+        self.cfg["nI"] = self.model.get_dim("nI")
+        if self.adapter is not None and adaptation_corpus is not None and nlp is not None:
+            self.adapter.initialize(adaptation_corpus.target_examples(nlp), self.classes, self.max_width)
+
+    def count_classes(self, examples: Iterable[Example]) -> Tuple[List[float], int, int]:
+        """Span counts per class over all enumerated spans, and entity width counts.
+
+        RETURNS (Tuple[List[float], int, int]): counts (O first; spans inside an entity
+            wider than max_width are not counted: training masks them), number of gold
+            entities, number of gold entities wider than max_width.
+        """
+        class_ids = {label: i for i, label in enumerate(self.classes)}
+        counts = numpy.zeros(len(self.classes), dtype=numpy.float64)
+        n_entities = n_wide = 0
+        for eg in examples:
+            n_spans = count_spans(len(eg.reference), self.max_width)
+            n_fit = 0
+            for ent in eg.reference.ents:
+                n_entities += 1
+                if len(ent) > self.max_width:
+                    n_wide += 1
+                    n_fit += count_spans(len(ent), self.max_width)  # masked in training, not O
+                elif ent.label_ in class_ids:
+                    counts[class_ids[ent.label_]] += 1
+                    n_fit += 1
+            counts[0] += n_spans - n_fit
+        return counts.tolist(), n_entities, n_wide
+
+    def copy_weights_from(self, other: "MaralNER") -> None:
+        """Start from the weights and class statistics of another maral_ner (a warm start).
+
+        The two may have added their labels in different orders (each in the order its
+        training data showed them): the class-indexed state (the class means) is mapped
+        by class name. This pipe keeps its own labels, class prior and adaptation state.
+
+        other (MaralNER): a trained maral_ner with the same classes and architecture.
+        """
+        if set(other.classes) != set(self.classes):
+            raise ValueError(
+                f"maral_ner '{self.name}': can't start from a model with other classes "
+                f"({list(other.classes)} vs {list(self.classes)})"
+            )
+        self.model.from_bytes(other.model.to_bytes())
+        order = [other.classes.index(c) for c in self.classes]
+        if order != list(range(len(order))):
+            head = get_span_head(self.model)
+            index = torch.tensor(order, dtype=torch.long)
+            with torch.no_grad():
+                for name in CLASS_INDEXED_BUFFERS:
+                    buffer = getattr(head, name)
+                    buffer.copy_(buffer.index_select(0, index))
+
+    # ----------------------------------------------------------- serialization
+    def _restore_model(self) -> None:
+        self.loss.from_cfg(self.cfg.get("loss_state", {}))
+        if self.cfg.get("nI") is not None:
+            self.model.set_dim("nO", len(self.classes), force=True)
+            self.model.set_dim("nI", self.cfg["nI"], force=True)
+            build_head(self.model)
+
+    def drop_adaptation_state(self) -> None:
+        """Forget the student's training-only state (soft labels, neighbour index), so
+        that a pipeline exported for packaging carries only what prediction needs."""
+        if self.adapter is not None:
+            self.adapter.store = None
+
+    def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
+        self._validate_serialization_attrs()
+        serialize = {
+            "cfg": lambda: srsly.json_dumps(self.cfg),
+            "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
+            "model": lambda: self.model.to_bytes(),
+        }
+        return util.to_bytes(serialize, exclude)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "MaralNER":
+        self._validate_serialization_attrs()
+        msg = srsly.msgpack_loads(bytes_data)
+        self.cfg.update(_checked_cfg(srsly.json_loads(msg["cfg"]), f"maral_ner '{self.name}' bytes"))
+        if "vocab" in msg and "vocab" not in exclude:
+            self.vocab.from_bytes(msg["vocab"], exclude=exclude)
+        self._restore_model()
+        try:
+            self.model.from_bytes(msg["model"])
+        except (ValueError, KeyError) as err:
+            raise ValueError(f"maral_ner '{self.name}': can't load the model weights: {err}") from err
+        return self
+
+    def to_disk(self, path, *, exclude: Iterable[str] = tuple()) -> None:
+        path = util.ensure_path(path)
+        serialize = {
+            "cfg": lambda p: srsly.write_json(p, self.cfg),
+            "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
+            "model": lambda p: self.model.to_disk(p),
+        }
+        if self.adapter is not None and self.adapter.store is not None:
+            serialize["adaptation"] = lambda p: self.adapter.save(p)  # type: ignore[union-attr]
+        util.to_disk(path, serialize, exclude)
+
+    def from_disk(self, path, *, exclude: Iterable[str] = tuple()) -> "MaralNER":
+        path = util.ensure_path(path)
+        for required in ("cfg", "model"):
+            if not (path / required).exists():
+                raise ValueError(f"maral_ner '{self.name}': {path / required} is missing; the pipeline directory is incomplete")
+        try:
+            cfg = srsly.read_json(path / "cfg")
+        except ValueError as err:
+            raise ValueError(f"maral_ner '{self.name}': {path / 'cfg'} is not valid JSON ({err}); the pipeline directory is damaged") from err
+        self.cfg.update(_checked_cfg(cfg, path / "cfg"))
+        self._restore_model()
+        if (path / "vocab").exists() and "vocab" not in exclude:
+            self.vocab.from_disk(path / "vocab", exclude=exclude)
+        try:
+            self.model.from_disk(path / "model")
+        except (ValueError, KeyError, OSError) as err:
+            raise ValueError(f"maral_ner '{self.name}': can't load {path / 'model'}: {err}") from err
+        if self.adapter is not None and (path / "adaptation").exists() and "adaptation" not in exclude:
+            self.adapter.load(path / "adaptation")
+        return self
+
+
+def find_maral_ner(nlp: Language) -> MaralNER:
+    """The (first) maral_ner component of a pipeline, whatever its name.
+
+    nlp (Language): the pipeline.
+    RETURNS (MaralNER): the component; a ValueError names the pipes if there is none.
+    """
+    for _, pipe in nlp.pipeline:
+        if isinstance(pipe, MaralNER):
+            return pipe
+    raise ValueError(f"the pipeline has no maral_ner component (pipes: {nlp.pipe_names})")
+
+
+def _checked_cfg(cfg: Dict[str, Any], where: object) -> Dict[str, Any]:
+    """The stored cfg, if this version of spacy-maral can read it; a clear error if not.
+
+    cfg (dict): the component's stored cfg.
+    where (object): the file (or description) it came from, for the message.
+    """
+    if not isinstance(cfg, dict) or "labels" not in cfg:
+        raise ValueError(f"{where}: not a maral_ner cfg (no 'labels'); the pipeline directory is damaged")
+    version = cfg.get("format_version", 1)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(
+            f"{where}: saved in maral_ner format version {version!r}, but this spacy-maral reads "
+            f"versions up to {FORMAT_VERSION}; upgrade spacy-maral to load this pipeline"
+        )
+    return cfg
+
+
+def mask_space_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> numpy.ndarray:
+    """Probabilities with all mass on O for spans that start or end on a whitespace token.
+
+    As in spaCy's own NER, an entity never starts or ends on a whitespace token.
+
+    doc (Doc): the doc.
+    spans (numpy.ndarray): (n, 3) its spans (doc index, start, end).
+    probs (numpy.ndarray): (n, C) their class probabilities.
+    RETURNS (numpy.ndarray): probs, or a masked copy.
+    """
+    if not len(doc):
+        return probs
+    space = doc.to_array(IS_SPACE).astype(bool).reshape(-1)  # vectorised: no Token objects
+    if not space.any():
+        return probs
+    bad = space[spans[:, 1]] | space[spans[:, 2] - 1]
+    masked = probs.copy()
+    masked[bad] = 0.0
+    masked[bad, 0] = 1.0
+    return masked
+
+
+def _softmax(logits: numpy.ndarray) -> numpy.ndarray:
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    exp = numpy.exp(shifted)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def _missing_tokens(eg: Example) -> numpy.ndarray:
+    """Boolean array over the predicted tokens: True where the reference has no NER annotation."""
+    ref = eg.reference
+    if len(ref) == len(eg.predicted) and all(a.text == b.text for a, b in zip(ref, eg.predicted)):
+        return numpy.asarray([t.ent_iob == 0 for t in ref], dtype=bool)
+    iob = eg.get_aligned("ENT_IOB")
+    return numpy.asarray([v is None or v == 0 for v in iob], dtype=bool)

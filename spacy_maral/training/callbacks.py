@@ -1,0 +1,190 @@
+"""Registered callbacks for `spacy train`: encoder set-up and epoch boundaries."""
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from spacy.language import Language
+
+from spacy_maral.fileio import old_dir, replace_dir
+from spacy_maral.util import logger, registry
+
+
+def freeze_word_embeddings_of(nlp: Language) -> int:
+    """Stop training the word-embedding matrix of every transformer in the pipeline.
+
+    On a CPU most of an optimizer step goes to the dense gradient of the 250k-row
+    embedding matrix; with requires_grad off, torch computes no gradient for it and
+    thinc's optimizer skips it.
+
+    nlp (Language): the pipeline, after initialize.
+    RETURNS (int): number of embedding parameters frozen.
+    """
+    frozen = 0
+    for name, pipe in nlp.pipeline:
+        model = getattr(pipe, "model", None)
+        transformer = getattr(model, "transformer", None) if model is not None else None
+        if transformer is None or not hasattr(transformer, "get_input_embeddings"):
+            continue
+        weight = transformer.get_input_embeddings().weight
+        weight.requires_grad_(False)
+        frozen += weight.numel()
+        logger.info("Froze the word embeddings of '%s' (%d parameters)", name, weight.numel())
+    return frozen
+
+
+def copy_weights_from(nlp: Language, source: Path) -> List[str]:
+    """Load the weights of a trained pipeline into the pipes of the same name in `nlp`.
+
+    Used to start a student from its teacher (a warm start). Only the models' weights
+    (and the class statistics, which are buffers of the maral_ner model) are copied: each
+    pipe keeps its own settings, labels, class prior and adaptation state.
+
+    nlp (Language): the pipeline, after initialize.
+    source (Path): a trained pipeline directory (e.g. the teacher's model-best).
+    RETURNS (List[str]): the names of the pipes whose weights were copied.
+    """
+    import spacy
+
+    source = Path(source)
+    if not (source / "config.cfg").exists():
+        raise ValueError(f"init_from: {source} is not a spaCy pipeline directory (no config.cfg)")
+    trained = spacy.load(source)
+    copied = []
+    for name, pipe in nlp.pipeline:
+        model = getattr(pipe, "model", None)
+        if model is None or name not in trained.pipe_names:
+            continue
+        other = trained.get_pipe(name)
+        try:
+            if hasattr(pipe, "copy_weights_from"):
+                pipe.copy_weights_from(other)  # maral_ner: classes mapped by name
+            else:
+                model.from_bytes(other.model.to_bytes())
+        except (ValueError, KeyError) as err:
+            raise ValueError(
+                f"init_from: the weights of '{name}' in {source} don't fit this pipeline's '{name}' "
+                f"(different architecture settings?): {err}"
+            ) from err
+        copied.append(name)
+    if not copied:
+        raise ValueError(f"init_from: {source} has none of the pipes {nlp.pipe_names}")
+    logger.warning("Warm start: copied the weights of %s from %s", copied, source)
+    return copied
+
+
+@registry.callbacks("spacy_maral.configure_encoder.v1")
+def configure_encoder(
+    freeze_word_embeddings: bool = True, init_from: Optional[str] = None
+) -> Callable[[Language], Language]:
+    """An [initialize.after_init] callback that configures the transformer.
+
+    freeze_word_embeddings (bool): freeze the word-embedding matrix (2-3x faster
+        training steps on CPU; the paper trains it).
+    init_from (Optional[str]): a trained pipeline whose weights the pipes of the same
+        name start from (a warm start, e.g. a student from its teacher). The paper's
+        stage 2 starts from the pretrained encoder (None).
+    """
+
+    def after_init(nlp: Language) -> Language:
+        if init_from:
+            copy_weights_from(nlp, Path(init_from))
+        if freeze_word_embeddings:
+            n = freeze_word_embeddings_of(nlp)
+            if n == 0:
+                logger.warning("freeze_word_embeddings is on, but the pipeline has no transformer")
+        return nlp
+
+    return after_init
+
+
+@registry.callbacks("spacy_maral.epoch_hook.v1")
+def make_epoch_hook(
+    checkpoint_dir: Optional[str] = None, checkpoint_every: int = 0
+) -> Callable[[Language, Dict[str, Any]], None]:
+    """A [training.before_update] callback: epoch boundaries, checkpoints and resume.
+
+    Each pipe with an `end_epoch()` method (maral_ner) gets it called once when spaCy's
+    training loop moves on to the next epoch; maral_ner rolls its class-mean estimators
+    and, in stage 2, refreshes its adaptation state.
+
+    checkpoint_dir (Optional[str]): directory of a resumable checkpoint (the whole
+        pipeline, soft labels included). If it holds a complete checkpoint when
+        training starts, the pipeline's weights and state are loaded from it first.
+    checkpoint_every (int): write the checkpoint every this many steps (0 = never).
+        Each checkpoint is written beside the old one and swapped in by renames, so a
+        run killed at any moment leaves a complete checkpoint.
+    """
+    state = {"epoch": 0, "started": False}
+
+    def before_update(nlp: Language, info: Dict[str, Any]) -> None:
+        step = int(info.get("step", 0))
+        if not state["started"]:
+            state["started"] = True
+            found = find_checkpoint(Path(checkpoint_dir)) if checkpoint_dir else None
+            if found is not None:
+                load_checkpoint(nlp, found)
+        epoch = int(info.get("epoch", 0))
+        if epoch != state["epoch"]:
+            state["epoch"] = epoch
+            for _, pipe in nlp.pipeline:
+                end_epoch = getattr(pipe, "end_epoch", None)
+                if callable(end_epoch):
+                    end_epoch()
+        if checkpoint_dir and checkpoint_every > 0 and step > 0 and step % checkpoint_every == 0:
+            save_checkpoint(nlp, Path(checkpoint_dir))
+
+    return before_update
+
+
+CHECKPOINT_MARKER = "checkpoint-complete"
+
+
+def find_checkpoint(path: Path) -> Optional[Path]:
+    """The complete checkpoint at `path`, or the one a kill between the two renames of
+    its swap left beside it (fileio.replace_dir)."""
+    for candidate in (Path(path), old_dir(path)):
+        if (candidate / CHECKPOINT_MARKER).exists():
+            return candidate
+    return None
+
+
+def save_checkpoint(nlp: Language, path: Path) -> None:
+    """Write the pipeline to `path` so that a kill at any moment leaves a complete one.
+
+    The new checkpoint is written to a temporary folder beside it, marked complete, and
+    swapped in (fileio.replace_dir); `find_checkpoint` also finds the previous one that a
+    kill between the two renames of the swap leaves.
+    """
+    with replace_dir(Path(path)) as tmp:
+        nlp.to_disk(tmp)
+        (tmp / CHECKPOINT_MARKER).write_text("ok\n", encoding="utf8")
+    logger.info("checkpoint written to %s", path)
+
+
+def load_checkpoint(nlp: Language, path: Path) -> None:
+    """Load every pipe's weights and state from a checkpoint written by save_checkpoint."""
+    path = Path(path)
+    if not (path / CHECKPOINT_MARKER).exists():
+        raise ValueError(f"{path} is not a complete checkpoint")
+    frozen = _frozen_embedding_pipes(nlp)
+    if (path / "vocab").exists():
+        nlp.vocab.from_disk(path / "vocab")
+    for name, pipe in nlp.pipeline:
+        if (path / name).exists() and hasattr(pipe, "from_disk"):
+            pipe.from_disk(path / name, exclude=["vocab"])
+    # Loading rebuilds the transformer, which resets requires_grad: freeze again.
+    for name, pipe in nlp.pipeline:
+        if name in frozen:
+            pipe.model.transformer.get_input_embeddings().weight.requires_grad_(False)
+    logger.warning("Resumed from the checkpoint %s", path)
+
+
+def _frozen_embedding_pipes(nlp: Language) -> List[str]:
+    names = []
+    for name, pipe in nlp.pipeline:
+        transformer = getattr(getattr(pipe, "model", None), "transformer", None)
+        if transformer is not None and hasattr(transformer, "get_input_embeddings"):
+            if not transformer.get_input_embeddings().weight.requires_grad:
+                names.append(name)
+    return names

@@ -1,0 +1,265 @@
+"""Teacher pseudo-labelling of a target corpus (METHOD.md section 4).
+
+The teacher (a trained pipeline with maral_ner) scores every span of every target
+sentence; the non-overlapping decoded entity spans keep their full probability vectors
+as soft labels (doc.spans["maral_pseudo"], attrs "probs" and "classes"); every other span
+is O. Tags the target corpus happens to carry are moved to
+doc.spans["maral_diagnostic_gold"] (for diagnostics only) and doc.ents is cleared.
+
+Output: a directory of DocBin shards `shard-00000.spacy`, ... of `shard_size` sentences,
+each written atomically. Memory stays constant in the corpus size, and a run that is
+killed keeps its finished shards: started again, it skips them. `_manifest.json` records
+what the shards are made from (input files, teacher, decision rule, tokenizer, shard
+size, limit); a run with anything else refuses the folder instead of mixing its shards
+with stale ones (the stage-2 reader reads every shard there).
+
+A shard is labelled in batches of similar length (spacy_maral.inference.batching: less padding)
+and written in the corpus order. The work on a shard depends on that shard alone, and
+every engine (this process, or Ray actors: spacy_maral.inference.engines.ray) runs the same
+`label_shard_bytes` on the same shard bytes, so their shards are bit-identical.
+"""
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import count, islice
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+import numpy
+from spacy.language import Language
+from spacy.tokens import Doc, DocBin, SpanGroup
+from tqdm import tqdm
+
+from spacy_maral.corpora.docbin import bare_copy, docbin_paths
+from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
+from spacy_maral.fileio import atomic_open, atomic_write_text
+from spacy_maral.inference.batching import length_sorted_batches
+from spacy_maral.inference.engines.local import InProcessEngine
+from spacy_maral.inference.engines.base import WorkerSpec
+from spacy_maral.inference.runner import open_output, run_partitions
+from spacy_maral.ml.span_ner import get_span_head
+from spacy_maral.pipeline.maral_ner import MaralNER, find_maral_ner
+from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
+
+
+@dataclass
+class PseudoLabelStats:
+    """What a pseudo-labelling run read and wrote."""
+
+    sentences: int = 0
+    skipped_sentences: int = 0
+    shards_written: int = 0
+    shards_kept: int = 0
+    entities: Counter = field(default_factory=Counter)
+    diagnostic_gold: int = 0
+
+    def to_dict(self) -> Dict[str, object]:
+        return {
+            "sentences": self.sentences, "skipped_sentences_from_finished_shards": self.skipped_sentences,
+            "shards_written": self.shards_written, "shards_kept": self.shards_kept,
+            "entities": dict(self.entities), "diagnostic_gold_entities": self.diagnostic_gold,
+        }
+
+
+SHARDS = "shard-*.spacy"
+SUMMARY = "summary.json"
+
+
+def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc]) -> List[Doc]:
+    """Attach soft labels to a batch of target docs (in place) and return them."""
+    for doc in docs:
+        if doc.ents:
+            doc.spans[DIAGNOSTIC_GOLD_KEY] = SpanGroup(doc, name=DIAGNOSTIC_GOLD_KEY, spans=list(doc.ents))
+        doc.ents = []
+    runnable = [doc for doc in docs if len(doc)]
+    predicted = list(nlp.pipe([bare_copy(d, nlp.vocab) for d in runnable], disable=[ner.name]))
+    if not predicted:
+        return docs
+    scores = ner.predict(predicted)
+    probs = ner.probabilities(scores)
+    for doc, kept in zip(runnable, ner.decode(predicted, scores)):
+        rows = [r for *_, r in kept]
+        attach_soft_labels(doc, [(s, e) for s, e, *_ in kept], probs[rows] if rows else numpy.zeros((0, len(ner.classes))), ner.classes)
+    return docs
+
+
+def label_shard(nlp: Language, ner: MaralNER, docs: List[Doc], batch_size: int) -> List[Doc]:
+    """Label one shard's docs (in place) in length-sorted batches; return them in order.
+
+    nlp (Language): the teacher.
+    ner (MaralNER): its maral_ner component.
+    docs (List[Doc]): the shard's target sentences, in corpus order.
+    batch_size (int): sentences per teacher batch.
+    """
+    for batch in length_sorted_batches(docs, batch_size):
+        label_batch(nlp, ner, batch)
+    return docs
+
+
+def shard_bytes(docs: Iterable[Doc]) -> bytes:
+    """The DocBin bytes of a shard (user data and span groups kept)."""
+    out = DocBin(store_user_data=True)
+    for doc in docs:
+        out.add(doc)
+    return out.to_bytes()
+
+
+def label_shard_bytes(nlp: Language, payload: bytes, batch_size: int = 32) -> Dict[str, Any]:
+    """The pseudo_label task of a worker: label a shard given as DocBin bytes.
+
+    nlp (Language): the teacher.
+    payload (bytes): the shard's target sentences (shard_bytes of the unlabelled docs).
+    batch_size (int): sentences per teacher batch.
+    RETURNS (Dict[str, Any]): "shard" (the labelled shard's bytes, as written to disk),
+        "sentences", "entities" (per label) and "diagnostic_gold" (counts).
+    """
+    docs = list(DocBin().from_bytes(payload).get_docs(nlp.vocab))
+    label_shard(nlp, find_maral_ner(nlp), docs, batch_size)
+    stats = PseudoLabelStats()
+    for doc in docs:
+        _count(doc, stats)
+    return {"shard": shard_bytes(docs), "sentences": len(docs), "entities": dict(stats.entities), "diagnostic_gold": stats.diagnostic_gold}
+
+
+def pseudo_label(
+    nlp: Language,
+    input_path: Path,
+    output_dir: Path,
+    batch_size: int = 32,
+    shard_size: int = 1000,
+    limit: int = 0,
+    progress: bool = True,
+    gold_tokens: bool = False,
+    engine: Optional[Any] = None,
+    overwrite: bool = False,
+) -> PseudoLabelStats:
+    """Label a target corpus with a teacher pipeline, shard by shard.
+
+    nlp (Language): the teacher pipeline (transformer + maral_ner); it reads the corpus
+        (its vocab and tokenizer) and, without `engine`, labels it.
+    input_path (Path): target corpus: .spacy file or directory, or a text file.
+    output_dir (Path): directory for the shards and summary.json.
+    batch_size (int): sentences per teacher batch.
+    shard_size (int): sentences per output shard.
+    limit (int): stop after this many sentences (0 = all).
+    progress (bool): show a tqdm progress bar.
+    gold_tokens (bool): keep the tokens of a .spacy or CoNLL corpus (iter_target_docs).
+    engine (Optional[Any]): an entered engine whose workers load the same teacher
+        (spacy_maral.inference.engines.base.make_engine, e.g. Ray actors); None: this process, with `nlp`.
+    overwrite (bool): when output_dir holds the shards of another run (other input,
+        teacher or settings: its _manifest.json), delete them (and its summary.json)
+        instead of raising. The shards of this same run are kept either way.
+    RETURNS (PseudoLabelStats): counts of what was read and written.
+    """
+    if shard_size < 1:
+        raise ValueError(f"shard_size must be at least 1 (got {shard_size})")
+    limit = max(limit, 0)
+    ner = find_maral_ner(nlp)
+    input_path, output_dir = Path(input_path), Path(output_dir)
+    check_target_path(input_path)  # before any old shard may be replaced
+    manifest = {
+        "inputs": input_fingerprint(input_path),
+        # the head's weights identify the teacher (trained with its encoder); the score
+        # temperature, which `calibrate` changes, does not enter the soft labels
+        "teacher_head_sha256": head_fingerprint(ner),
+        "classes": list(ner.classes), "inference_tau": float(ner.inference_tau),
+        "tokenizer": dict(nlp.config["nlp"]["tokenizer"]), "gold_tokens": gold_tokens,
+        "shard_size": shard_size, "limit": limit,
+    }
+    remedy = "use a new output directory, delete it, or pass --overwrite (overwrite=True) to replace them"
+    open_output(output_dir, manifest, run="pseudo-label", outputs=SHARDS, overwrite=overwrite,
+                also_remove=[SUMMARY], remedy=remedy)
+    stats = PseudoLabelStats()
+    docs: Iterable[Doc] = iter_target_docs(input_path, nlp, gold_tokens=gold_tokens)
+    if limit > 0:
+        docs = islice(docs, limit)
+    bar = tqdm(desc="pseudo-labelling", unit="sent", disable=not progress)
+
+    def shards() -> Iterator[Tuple[Path, List[Doc]]]:
+        iterator = iter(docs)
+        for shard_no in count():
+            chunk = list(islice(iterator, shard_size))
+            if not chunk:
+                return
+            yield output_dir / f"shard-{shard_no:05d}.spacy", chunk
+
+    def finished(shard: Tuple[Path, List[Doc]]) -> Optional[Dict[str, Any]]:
+        path, chunk = shard
+        kept = _complete_shard(path, len(chunk))
+        if kept is None:
+            return None
+        counts = PseudoLabelStats()
+        for doc in kept.get_docs(nlp.vocab):
+            _count(doc, counts)
+        return {"sentences": len(chunk), "entities": dict(counts.entities), "diagnostic_gold": counts.diagnostic_gold}
+
+    def write(shard: Tuple[Path, List[Doc]], result: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        assert result is not None  # every shard has sentences for a worker
+        with atomic_open(shard[0], "wb") as f:
+            f.write(result["shard"])
+        return result
+
+    def on_done(shard: Tuple[Path, List[Doc]], meta: Dict[str, Any], kept: bool) -> None:
+        if kept:
+            stats.shards_kept += 1
+            stats.skipped_sentences += meta["sentences"]
+        else:
+            stats.shards_written += 1
+        stats.sentences += meta["sentences"]
+        stats.entities.update(meta["entities"])
+        stats.diagnostic_gold += meta["diagnostic_gold"]
+        bar.update(meta["sentences"])
+
+    local = engine is None
+    if local:
+        engine = InProcessEngine(WorkerSpec(model=str(nlp.meta.get("name", "teacher"))), nlp=nlp).__enter__()
+    try:
+        run_partitions(engine, label_shard_bytes, shards(), finished=finished,
+                       prepare=lambda shard: shard_bytes(shard[1]), write=write, on_done=on_done,
+                       batch_size=batch_size)
+    finally:
+        if local:
+            engine.__exit__(None, None, None)
+        bar.close()
+    if stats.sentences == 0:
+        raise ValueError(f"the target corpus {input_path} has no sentences")
+    atomic_write_text(output_dir / SUMMARY, json.dumps({"classes": list(ner.classes), **stats.to_dict()}, indent=2))
+    return stats
+
+
+def input_fingerprint(path: Path) -> List[Dict[str, object]]:
+    """Name, size and modification time of the input file, or of each .spacy file of an
+    input directory (as `annotate` records its inputs): what a resumed run must find
+    unchanged."""
+    files = docbin_paths(path) if path.is_dir() else [path]
+    return [{"name": f.name, "bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns} for f in files]
+
+
+def head_fingerprint(ner: MaralNER) -> str:
+    """SHA-256 of the state of maral_ner's span head (its parameters and class
+    statistics, by name, on the CPU: the same on every device)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(get_span_head(ner.model).state_dict().items()):
+        digest.update(name.encode("utf8"))
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _complete_shard(path: Path, expected: int) -> Optional[DocBin]:
+    """The finished shard at `path` (read once), or None when it is missing, damaged or
+    not `expected` sentences long (then it is labelled again)."""
+    if not path.exists():
+        return None
+    try:
+        shard = DocBin().from_disk(path)
+    except Exception:  # a damaged shard is relabelled
+        return None
+    return shard if len(shard) == expected else None
+
+
+def _count(doc: Doc, stats: PseudoLabelStats) -> None:
+    if PSEUDO_KEY in doc.spans:
+        stats.entities.update(span.label_ for span in doc.spans[PSEUDO_KEY])
+    if DIAGNOSTIC_GOLD_KEY in doc.spans:
+        stats.diagnostic_gold += len(doc.spans[DIAGNOSTIC_GOLD_KEY])

@@ -1,0 +1,119 @@
+"""The package's layout: no import cycles (module-level or inside functions), no module
+over 500 lines, and no tracked file that points outside the repository."""
+import ast
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Set
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "spacy_maral"
+MAX_LINES = 500
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def import_graph(package: Path) -> Dict[str, Set[str]]:
+    """module -> the package's modules it imports, anywhere in its code (functions too).
+
+    `from a.b import c` counts as an import of a.b.c when that is a module, else of a.b.
+    """
+    modules = {module_name(p): p for p in package.rglob("*.py")}
+    graph: Dict[str, Set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf8"))):
+            targets: List[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = name.split(".") if is_package else name.split(".")[:-1]
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            for target in targets:
+                if target in modules and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def find_cycle(graph: Dict[str, Set[str]]) -> List[str]:
+    """One import cycle (a list of modules, the first repeated at the end), or []."""
+    state: Dict[str, int] = {}
+    stack: List[str] = []
+
+    def visit(node: str) -> List[str]:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return []
+
+
+def test_cycle_finder_finds_a_cycle_inside_a_function(tmp_path: Path) -> None:
+    pkg = tmp_path / "spacy_maral"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text("from spacy_maral.sub.b import f\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from . import a\n")
+    global ROOT
+    old, ROOT = ROOT, tmp_path
+    try:
+        assert find_cycle(import_graph(pkg)) == ["spacy_maral.sub.a", "spacy_maral.sub.b", "spacy_maral.sub.a"]
+        (pkg / "sub" / "b.py").write_text("def f():\n    pass\n")
+        assert find_cycle(import_graph(pkg)) == []
+    finally:
+        ROOT = old
+
+
+def test_no_import_cycles() -> None:
+    cycle = find_cycle(import_graph(PACKAGE))
+    assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+def test_no_module_over_500_lines() -> None:
+    long = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text(encoding="utf8").splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def tracked_files() -> List[Path]:
+    try:
+        out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    return [ROOT / line for line in out.splitlines() if line]
+
+
+def test_no_tracked_file_points_outside_the_repository() -> None:
+    outside = []
+    for path in tracked_files():
+        if not path.is_file() or path.suffix in {".png", ".spacy", ".parquet"}:
+            continue
+        text = path.read_text(encoding="utf8", errors="replace")
+        for n, line in enumerate(text.splitlines(), start=1):
+            if "../shared" in line or "/work/" in line:
+                outside.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}")
+    assert not outside, "paths outside the repository:\n" + "\n".join(outside[:30])
