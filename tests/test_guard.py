@@ -84,6 +84,7 @@ def test_target_agreement_is_entity_f1_against_the_teacher(trained, undertrained
     assert target_agreement(trained.nlp, blank, texts) == 0.0
 
 
+@pytest.mark.slow
 def test_guard_cli_and_export_package_the_teacher_when_the_student_fails(trained_dir, undertrained, dev_docs, tmp_path) -> None:
     student_dir = tmp_path / "student"
     undertrained.to_disk(student_dir)

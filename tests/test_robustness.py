@@ -161,6 +161,7 @@ def _shard_docs(out: Path) -> List[list]:
     return docs
 
 
+@pytest.mark.slow
 def test_pseudo_labelling_killed_and_restarted(trained_dir, tmp_path) -> None:
     """SIGKILL the teacher's labelling after its first shard; the rerun keeps the finished
     shards, leaves no temporary files, and ends with exactly the output of an
@@ -212,6 +213,7 @@ def rss_probe(doc: Doc) -> Doc:
     return doc
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc to read resident memory")
 def test_pipe_20000_docs_two_processes_memory_flat_and_equal(trained_dir) -> None:
     nlp = spacy.load(trained_dir)

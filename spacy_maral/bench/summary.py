@@ -11,16 +11,16 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from wasabi import msg
 
-from spacy_maral.pipeline.maral_ner import MaralNER
-from spacy_maral.fileio import atomic_write_text
-from spacy_maral.evaluation.margins import class_mean_geometry, span_class_geometry
-from spacy_maral.corpora.target_text import iter_target_docs
-from spacy_maral.evaluation.raw_text import evaluate_raw_text
-from spacy_maral.evaluation.report import evaluate_pipeline
-from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
 from spacy_maral.bench.measure import machine_description
 from spacy_maral.bench.plots import plot_cosines, plot_projection, plot_pseudo_label_f1, plot_training_curves, read_jsonl
 from spacy_maral.bench.speed import words_per_second
+from spacy_maral.corpora.target_text import iter_target_docs
+from spacy_maral.evaluation.margins import class_mean_geometry, span_class_geometry
+from spacy_maral.evaluation.raw_text import evaluate_raw_text
+from spacy_maral.evaluation.report import evaluate_pipeline
+from spacy_maral.fileio import atomic_write_text
+from spacy_maral.pipeline.maral_ner import MaralNER
+from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
 
 
 @dataclass

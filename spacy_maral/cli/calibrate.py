@@ -26,14 +26,14 @@ def calibrate_command(
     """
     import spacy
     from thinc.api import require_gpu
-    from spacy_maral.util import cli_printer
 
-    from spacy_maral.evaluation.calibration import fit_temperature, reliability, tempered_scores
-    from spacy_maral.pipeline.maral_ner import find_maral_ner
-    from spacy_maral.fileio import atomic_write_text, replace_dir
     from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.evaluation.calibration import fit_temperature, reliability, tempered_scores
     from spacy_maral.evaluation.raw_text import entity_logits
+    from spacy_maral.fileio import atomic_write_text, replace_dir
+    from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import tokenizer_rules
+    from spacy_maral.util import cli_printer
 
     msg = cli_printer()
     if gpu_id >= 0:

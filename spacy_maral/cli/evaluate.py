@@ -41,12 +41,12 @@ def evaluate_command(
     from thinc.api import require_gpu
     from wasabi import Printer
 
-    from spacy_maral.evaluation.calibration import plot_reliability
     from spacy_maral.corpora import ConversionError
-    from spacy_maral.fileio import atomic_write_text
     from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.evaluation.calibration import plot_reliability
     from spacy_maral.evaluation.raw_text import evaluate_raw_text
     from spacy_maral.evaluation.report import evaluate_pipeline, format_quality_table, format_table, write_predictions_page
+    from spacy_maral.fileio import atomic_write_text
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
 
     if gpu_id >= 0:

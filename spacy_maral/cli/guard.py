@@ -32,12 +32,12 @@ def guard_command(
     """
     import spacy
     from thinc.api import require_gpu
-    from spacy_maral.util import cli_printer
 
-    from spacy_maral.fileio import atomic_write_text
-    from spacy_maral.evaluation.guard import GuardThresholds, check_student, choose
     from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.evaluation.guard import GuardThresholds, check_student, choose
+    from spacy_maral.fileio import atomic_write_text
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
+    from spacy_maral.util import cli_printer
 
     msg = cli_printer()
     if gpu_id >= 0:

@@ -35,10 +35,10 @@ def pseudo_label_command(
     import spacy
     from thinc.api import require_gpu
 
-    from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.inference.engines import make_engine
-    from spacy_maral.training.pseudo_label import pseudo_label
+    from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
+    from spacy_maral.training.pseudo_label import pseudo_label
 
     if engine not in ("local", "ray"):
         raise typer.BadParameter(f"{engine!r}: use local or ray", param_hint="--engine")

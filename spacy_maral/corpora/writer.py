@@ -9,7 +9,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.util import get_lang_class
 from spacy.vocab import Vocab, create_vocab
 
-from spacy_maral.corpora.conll import DOCSTART, _BLANK_CHARS, PathLike, read_conll
+from spacy_maral.corpora.conll import _BLANK_CHARS, DOCSTART, PathLike, read_conll
 from spacy_maral.corpora.report import ConversionStats, CorpusCounts
 from spacy_maral.fileio import atomic_write_bytes
 

@@ -5,9 +5,9 @@ import numpy
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from spacy_maral.pipeline.maral_ner import find_maral_ner
-from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.corpora.docbin import bare_copy
+from spacy_maral.ml.span_ner import get_span_head
+from spacy_maral.pipeline.maral_ner import find_maral_ner
 
 
 def _geometry(classes: Sequence[str], mu: numpy.ndarray) -> Dict[str, object]:
@@ -79,7 +79,7 @@ def span_class_geometry(nlp: Language, docs: Sequence[Doc], batch_size: int = 64
     length R, the concentration) of each class as the model actually places the spans.
     Unlike `class_mean_geometry`, this does not depend on the estimator state: within
     the first epoch the logits' class means still average in the random initial
-    directions (METHOD.md section 2), which are nearly orthogonal whatever the model
+    directions (docs/method.md, section 2), which are nearly orthogonal whatever the model
     learned.
 
     nlp (Language): a pipeline with a trained maral_ner.

@@ -18,8 +18,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from spacy_maral.evaluation.calibration import reliability
 from spacy_maral.corpora.detokenize import detokenize
+from spacy_maral.evaluation.calibration import reliability
 from spacy_maral.evaluation.report import maral_spans_key, span_scores
 
 CharSpan = Tuple[int, int, str]

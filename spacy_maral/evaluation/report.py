@@ -13,8 +13,8 @@ from spacy.tokens import Doc
 from spacy.training import Example
 from wasabi import table
 
-from spacy_maral.fileio import atomic_write_text
 from spacy_maral.corpora.docbin import bare_copy
+from spacy_maral.fileio import atomic_write_text
 
 # displaCy's default entity colours, extended with fallbacks for other labels
 _COLOURS = {"PER": "#aa9cfc", "ORG": "#7aecec", "LOC": "#ff9561", "MISC": "#e4e7d2"}
@@ -57,7 +57,7 @@ def format_quality_table(results: Dict[str, Dict[str, object]]) -> str:
         u = r.get("unreachable") or {}
         c = r.get("calibration") or {}
 
-        def at(t: float) -> str:
+        def at(t: float, c: dict = c) -> str:
             p = c.get(f"precision_at_{t}")
             return "-" if p is None else f"{100 * p:.2f} ({c.get(f'count_at_{t}')})"
 

@@ -1,4 +1,4 @@
-"""The reweighted, logit-adjusted cross-entropy over vMF logits (METHOD.md section 3).
+"""The reweighted, logit-adjusted cross-entropy over vMF logits (docs/method.md, section 3).
 
     L = mean_i  w_{y_i} * CE( s(z_i) + tau * log pi , y_i )
 

@@ -1,6 +1,6 @@
 """The span NER model: token vectors -> span vectors z on the unit sphere -> vMF logits.
 
-Architecture `spacy_maral.SpanNER.v1` (METHOD.md sections 1-2):
+Architecture `spacy_maral.SpanNER.v1` (docs/method.md, sections 1-2):
 
     docs -> tok2vec (a TransformerListener, first-subword pooling)
          -> every span of width 1..max_width
@@ -11,7 +11,6 @@ Architecture `spacy_maral.SpanNER.v1` (METHOD.md sections 1-2):
 The class distributions (running means, hence mu and kappa) are torch buffers of the
 head, so they are saved and loaded with the weights.
 """
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple, cast
 
@@ -20,6 +19,7 @@ import torch
 from spacy.tokens import Doc
 from thinc.api import (
     ArgsKwargs,
+    Config,
     Model,
     PyTorchGradScaler,
     PyTorchShim,
@@ -30,14 +30,31 @@ from thinc.api import (
 from thinc.types import Floats2d
 
 from spacy_maral.ml.spans import N_CASING, casing_counts, enumerate_spans, global_token_indices
-from spacy_maral.util import registry
 from spacy_maral.ml.vmf import kappa_from_resultant, vmf_contrastive_logits
+from spacy_maral.util import registry
 
-# nlp.pipe(n_process=N) forks. A child that inherits torch's OpenMP pool from a parent
-# that already ran torch ops in parallel can hang in its first op; one thread per child
-# avoids it (the children already run side by side).
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
+# the default [components.maral_ner.model] block
+DEFAULT_MODEL_CONFIG = """
+[model]
+@architectures = "spacy_maral.SpanNER.v1"
+max_width = 5
+hidden_width = 256
+projection_dim = 64
+width_embed_dim = 32
+casing_embed_dim = 16
+dropout = 0.2
+temperature = 0.07
+max_kappa = 100000.0
+
+[model.tok2vec]
+@architectures = "spacy-transformers.TransformerListener.v1"
+grad_factor = 1.0
+upstream = "*"
+
+[model.tok2vec.pooling]
+@layers = "spacy_maral.first_subword.v1"
+"""
+DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
 
 
 @dataclass
@@ -361,3 +378,25 @@ def span_width_histogram(docs: Sequence[Doc], max_width: int) -> Tuple[int, int]
             total += 1
             wide += len(ent) > max_width
     return total, wide
+
+
+def copy_span_ner_weights(model: Model, classes: Sequence[str], other: Model, other_classes: Sequence[str]) -> None:
+    """Copy the weights and class statistics of another SpanNER model into `model`.
+
+    The two may have added their labels in different orders: the class-indexed buffers
+    (the class means) are mapped by class name.
+
+    model (Model): the SpanNER model to overwrite.
+    classes (Sequence[str]): its classes, O first.
+    other (Model): a trained SpanNER model of the same architecture.
+    other_classes (Sequence[str]): its classes (the same set).
+    """
+    model.from_bytes(other.to_bytes())
+    order = [list(other_classes).index(c) for c in classes]
+    if order != list(range(len(order))):
+        head = get_span_head(model)
+        index = torch.tensor(order, dtype=torch.long)
+        with torch.no_grad():
+            for name in CLASS_INDEXED_BUFFERS:
+                buffer = getattr(head, name)
+                buffer.copy_(buffer.index_select(0, index))

@@ -1,6 +1,6 @@
 """Span enumeration and per-span surface features, vectorised with numpy.
 
-Every word span of width 1..max_width is a candidate (METHOD.md section 1). Spans of a
+Every word span of width 1..max_width is a candidate (docs/method.md, section 1). Spans of a
 batch are laid out doc by doc; within a doc by width, then by start. All functions
 work on token counts and arrays only, so they can be tested without a model.
 """

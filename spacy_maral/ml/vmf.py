@@ -1,6 +1,6 @@
 """Von Mises-Fisher numerics: a stable log-Bessel function and the vMF class state.
 
-The contrastive logit of METHOD.md section 2 needs log I_v(k), the log of the modified
+The contrastive logit of docs/method.md, section 2 needs log I_v(k), the log of the modified
 Bessel function of the first kind, for v = d/2 - 1 (31 for d = 64) and k up to about
 1e5. I_v(k) overflows float64 long before that, so log I_v is computed directly:
 
@@ -12,11 +12,14 @@ Both run in float64 with plain torch operations, so the same code runs on CPU an
 The derivative d/dk log I_v(k) = I_{v+1}(k) / I_v(k) + v / k is computed from the same
 function (autograd.Function), never by differentiating through the series.
 """
-from typing import Tuple
-
+import logging
 import math
+from typing import List, Sequence, Tuple
 
+import numpy
 import torch
+
+logger = logging.getLogger("spacy_maral")
 
 SERIES_MAX_ARG = 50.0
 SERIES_TERMS = 160
@@ -183,3 +186,51 @@ def kappa_from_resultant(resultant: torch.Tensor, dim: int, max_kappa: float = 1
     """
     r = resultant.clamp(0.0, 1.0 - 1e-9)
     return (dim * r / (1.0 - r * r)).clamp(1e-3, max_kappa)
+
+
+COLLAPSE_COSINE = 0.99
+
+
+def collapsed_class_pairs(
+    cosines: numpy.ndarray, classes: Sequence[str], threshold: float = COLLAPSE_COSINE
+) -> List[Tuple[str, str, float]]:
+    """The class pairs whose mean directions have (nearly) merged, worst first.
+
+    When every class mean points the same way, every logit s_c(z) is the same function
+    of z, the loss gradient with respect to z cancels, and training cannot separate the
+    classes any more: a collapse that the epoch-end statistics can lock in.
+
+    cosines (numpy.ndarray): (C, C) cosines between the class mean directions.
+    classes (Sequence[str]): the class names, in the same order.
+    threshold (float): the cosine above which a pair counts as merged.
+    RETURNS (List[Tuple[str, str, float]]): (class, class, cosine) per merged pair.
+    """
+    n = len(classes)
+    pairs = [
+        (classes[i], classes[j], float(cosines[i, j]))
+        for i in range(n)
+        for j in range(i + 1, n)
+        if float(cosines[i, j]) > threshold
+    ]
+    return sorted(pairs, key=lambda p: -p[2])
+
+
+def warn_collapsed(merged: List[Tuple[str, str, float]]) -> None:
+    """Log a warning when class means have merged (collapsed_class_pairs): what it means
+    and what to do.
+
+    merged (List[Tuple[str, str, float]]): the merged pairs, worst first.
+    """
+    if not merged:
+        return
+    a, b, cos = merged[0]
+    logger.warning(
+        "maral_ner: after this epoch the class means of %d class pair(s) are nearly identical "
+        "(largest cosine %.4f, %s/%s): the span vectors do not separate the classes yet. "
+        "The next epoch's logits come from these means, and if all of them coincide no "
+        "gradient can separate the classes again (the predictions stay uniform). In stage 2 "
+        "this happens when the first epoch is shorter than the time the student needs to "
+        "separate the classes: use fewer, longer epochs (a larger max_target_docs or a "
+        "smaller adaptation.n_epochs).",
+        len(merged), cos, a, b,
+    )

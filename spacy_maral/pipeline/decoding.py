@@ -1,13 +1,15 @@
-"""Non-overlapping decoding of span predictions (METHOD.md section 6).
+"""Non-overlapping decoding of span predictions (docs/method.md, section 4).
 
 Each span takes its argmax class; non-O spans are kept greedily in order of falling
 probability, and a span is kept only when none of its tokens is already covered.
 (The authors' pruning always kept the last entity span even when it overlapped; this
 interval check has no such case.)
 """
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 import numpy
+from spacy.attrs import IS_SPACE
+from spacy.tokens import Doc
 
 NON_ENTITY = 0
 
@@ -45,3 +47,50 @@ def decode_doc(
             kept.append((s, e, int(best[i]), float(best_prob[i])))
     kept.sort()
     return kept
+
+
+def mask_space_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> numpy.ndarray:
+    """Probabilities with all mass on O for spans that start or end on a whitespace token.
+
+    As in spaCy's own NER, an entity never starts or ends on a whitespace token.
+
+    doc (Doc): the doc.
+    spans (numpy.ndarray): (n, 3) its spans (doc index, start, end).
+    probs (numpy.ndarray): (n, C) their class probabilities.
+    RETURNS (numpy.ndarray): probs, or a masked copy.
+    """
+    if not len(doc):
+        return probs
+    space = doc.to_array(IS_SPACE).astype(bool).reshape(-1)  # vectorised: no Token objects
+    if not space.any():
+        return probs
+    bad = space[spans[:, 1]] | space[spans[:, 2] - 1]
+    masked = probs.copy()
+    masked[bad] = 0.0
+    masked[bad, 0] = 1.0
+    return masked
+
+
+def softmax(logits: numpy.ndarray) -> numpy.ndarray:
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    exp = numpy.exp(shifted)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def tempered_entity_scores(
+    decision_logits: numpy.ndarray, kept: Sequence[Tuple[int, int, int, float, int]], temperature: float
+) -> List[float]:
+    """The reported score of each kept entity: softmax(decision logits / T)[class].
+
+    decision_logits (numpy.ndarray): (n_spans, C) logits of the decision rule.
+    kept (Sequence[Tuple[int, int, int, float, int]]): (start, end, class, probability,
+        row) of each kept entity (MaralNER.decode).
+    temperature (float): T (1.0: the probabilities as decoded).
+    """
+    if not kept:
+        return []
+    if temperature == 1.0:
+        return [float(p) for _, _, _, p, _ in kept]
+    rows = numpy.asarray([r for *_, r in kept], dtype=numpy.int64)
+    probs = softmax(decision_logits[rows] / temperature)
+    return [float(probs[i, c]) for i, (_, _, c, _, _) in enumerate(kept)]

@@ -1,4 +1,4 @@
-"""The optional masked-language-model auxiliary loss (METHOD.md sections 4 and 5).
+"""The optional masked-language-model auxiliary loss (docs/method.md, section 7).
 
 The authors add ``lambda * L_mlm`` (lambda = 1e-3 in stage 1, 0.01 in stage 2) on the
 target-language training text. In a spaCy pipeline that is its own trainable component,

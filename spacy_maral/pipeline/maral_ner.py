@@ -10,52 +10,30 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import numpy
 import srsly
-import torch
 from spacy import util
-from spacy.attrs import IS_SPACE
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.scorer import get_ner_prf
 from spacy.tokens import Doc, Span, SpanGroup
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
-from thinc.api import Config, Model, Optimizer, get_array_module
+from thinc.api import Model, Optimizer, get_array_module, xp2torch
 
+from spacy_maral.inference.threads import install_fork_guard
 from spacy_maral.ml.loss import ReweightedVMFLoss
-from spacy_maral.ml.span_ner import CLASS_INDEXED_BUFFERS, SpanScores, build_head, get_span_head
-from spacy_maral.ml.spans import count_spans, doc_span_slices
-from spacy_maral.pipeline.decoding import decode_doc
+from spacy_maral.ml.span_ner import DEFAULT_MODEL, SpanScores, build_head, copy_span_ner_weights, get_span_head
+from spacy_maral.ml.spans import doc_span_slices
+from spacy_maral.ml.vmf import collapsed_class_pairs, warn_collapsed
+from spacy_maral.pipeline.decoding import decode_doc, mask_space_spans, softmax, tempered_entity_scores
+from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
+from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, checked_cfg, read_cfg
+from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, words_without_subwords
 from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
 from spacy_maral.training.stage2.examples import Stage2Corpus
 from spacy_maral.util import logger
 
-DEFAULT_MODEL_CONFIG = """
-[model]
-@architectures = "spacy_maral.SpanNER.v1"
-max_width = 5
-hidden_width = 256
-projection_dim = 64
-width_embed_dim = 32
-casing_embed_dim = 16
-dropout = 0.2
-temperature = 0.07
-max_kappa = 100000.0
-
-[model.tok2vec]
-@architectures = "spacy-transformers.TransformerListener.v1"
-grad_factor = 1.0
-upstream = "*"
-
-[model.tok2vec.pooling]
-@layers = "spacy_maral.first_subword.v1"
-"""
-DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
-
 NON_ENTITY_LABEL = "O"
 
-
-# version of what to_disk/to_bytes write (cfg and model); bumped on incompatible changes
-FORMAT_VERSION = 1
 
 @Language.factory(
     "maral_ner",
@@ -103,33 +81,6 @@ def make_maral_ner(
     )
 
 
-COLLAPSE_COSINE = 0.99
-
-
-def collapsed_class_pairs(
-    cosines: numpy.ndarray, classes: Sequence[str], threshold: float = COLLAPSE_COSINE
-) -> List[Tuple[str, str, float]]:
-    """The class pairs whose mean directions have (nearly) merged, worst first.
-
-    When every class mean points the same way, every logit s_c(z) is the same function
-    of z, the loss gradient with respect to z cancels, and training cannot separate the
-    classes any more: a collapse that the epoch-end statistics can lock in.
-
-    cosines (numpy.ndarray): (C, C) cosines between the class mean directions.
-    classes (Sequence[str]): the class names, in the same order.
-    threshold (float): the cosine above which a pair counts as merged.
-    RETURNS (List[Tuple[str, str, float]]): (class, class, cosine) per merged pair.
-    """
-    n = len(classes)
-    pairs = [
-        (classes[i], classes[j], float(cosines[i, j]))
-        for i in range(n)
-        for j in range(i + 1, n)
-        if float(cosines[i, j]) > threshold
-    ]
-    return sorted(pairs, key=lambda p: -p[2])
-
-
 class MaralNER(TrainablePipe):
     """Span NER whose classes are von Mises-Fisher distributions on the unit sphere."""
 
@@ -159,6 +110,7 @@ class MaralNER(TrainablePipe):
         self.inference_tau = inference_tau
         self.adapter = Adapter(adaptation) if adaptation is not None else None
         self._warned_no_subwords = False
+        install_fork_guard()  # nlp.pipe(n_process=N) forks this process
 
     # ------------------------------------------------------------------ labels
     @property
@@ -218,27 +170,14 @@ class MaralNER(TrainablePipe):
         return scores
 
     def _warn_words_without_subwords(self, docs: Sequence[Doc]) -> None:
-        """Warn (once) when words got no subword from the encoder: the transformer cut a
-        window at its maximum length (a window of many long or rare words), or its
-        tokenizer drops their characters. Such a word has a zero vector and is never part
-        of an entity; nothing else would say so."""
-        if self._warned_no_subwords or not Doc.has_extension("trf_data"):
+        """Warn (once) when words got no subword from the encoder (words_without_subwords):
+        such a word has a zero vector and is never part of an entity."""
+        if self._warned_no_subwords:
             return
-        lost = 0
-        for doc in docs:
-            trf = doc._.trf_data
-            if trf is None or not len(doc) or len(trf.align.lengths) != len(doc):
-                continue
-            empty = numpy.flatnonzero(self.model.ops.to_numpy(trf.align.lengths) == 0)
-            lost += sum(1 for i in empty.tolist() if not doc[i].is_space)
+        lost = words_without_subwords(docs)
         if lost:
             self._warned_no_subwords = True
-            logger.warning(
-                "maral_ner '%s': %d word(s) in this batch got no subword from the encoder and cannot be "
-                "entities: a window of [components.transformer.model.get_spans] passed the encoder's maximum "
-                "length (lower its window and stride), or its tokenizer drops their characters. "
-                "Said once per component.", self.name, lost,
-            )
+            logger.warning(NO_SUBWORD_WARNING, self.name, lost)
 
     @property
     def score_temperature(self) -> float:
@@ -267,7 +206,7 @@ class MaralNER(TrainablePipe):
         These drive decoding and the soft pseudo-labels; the score temperature is not
         applied to them.
         """
-        return _softmax(self.decision_logits(scores))
+        return softmax(self.decision_logits(scores))
 
     def decode(self, docs: Sequence[Doc], scores: SpanScores) -> List[List[Tuple[int, int, int, float, int]]]:
         """The non-overlapping entities of each doc.
@@ -289,15 +228,7 @@ class MaralNER(TrainablePipe):
 
     def entity_scores(self, scores: SpanScores, kept: Sequence[Tuple[int, int, int, float, int]]) -> List[float]:
         """The reported score of each kept entity: softmax(decision logits / T)[class]."""
-        if not kept:
-            return []
-        temperature = self.score_temperature
-        if temperature == 1.0:
-            return [float(p) for _, _, _, p, _ in kept]
-        rows = numpy.asarray([r for *_, r in kept], dtype=numpy.int64)
-        logits = self.decision_logits(scores)[rows] / temperature
-        probs = _softmax(logits)
-        return [float(probs[i, c]) for i, (_, _, c, _, _) in enumerate(kept)]
+        return tempered_entity_scores(self.decision_logits(scores), kept, self.score_temperature)
 
     def set_annotations(self, docs: Iterable[Doc], scores: SpanScores) -> None:
         """Write the decoded entities to doc.ents and doc.spans[spans_key] (with scores)."""
@@ -361,8 +292,6 @@ class MaralNER(TrainablePipe):
         """Add labelled span vectors to the running class means."""
         head = get_span_head(self.model)
         xp = get_array_module(scores.vectors)
-        from thinc.api import xp2torch
-
         head.accumulate(
             xp2torch(xp.ascontiguousarray(scores.vectors)),
             xp2torch(xp.asarray(labels, dtype="int64")),
@@ -380,63 +309,14 @@ class MaralNER(TrainablePipe):
         head.end_epoch()
         mu, _ = head.class_distributions()
         cosines = (mu @ mu.T).cpu().numpy()
-        merged = collapsed_class_pairs(cosines, self.classes)
-        if merged:
-            a, b, cos = merged[0]
-            logger.warning(
-                "maral_ner: after this epoch the class means of %d class pair(s) are nearly identical "
-                "(largest cosine %.4f, %s/%s): the span vectors do not separate the classes yet. "
-                "The next epoch's logits come from these means, and if all of them coincide no "
-                "gradient can separate the classes again (the predictions stay uniform). In stage 2 "
-                "this happens when the first epoch is shorter than the time the student needs to "
-                "separate the classes: use fewer, longer epochs (a larger max_target_docs or a "
-                "smaller adaptation.n_epochs).",
-                len(merged), cos, a, b,
-            )
+        warn_collapsed(collapsed_class_pairs(cosines, self.classes))
         if self.adapter is not None and self.adapter.store is not None:
             self.adapter.end_epoch(class_cosines=cosines, classes=self.classes)
 
     def gold_span_labels(self, examples: Sequence[Example], scores: SpanScores) -> Tuple[numpy.ndarray, numpy.ndarray]:
-        """Class index per enumerated span from the reference entities.
-
-        A gold entity wider than max_width can't be predicted; the spans inside it are
-        neither trained as O nor as the entity: they get mask 0 (spans that cross its
-        boundary stay O).
-
-        RETURNS (Tuple[numpy.ndarray, numpy.ndarray]): (n_spans,) int64 labels (0 = O)
-            and a float32 mask that is 0 for spans touching unannotated tokens and for
-            spans inside a gold entity wider than max_width.
-        """
-        class_ids = {label: i for i, label in enumerate(self.classes)}
-        max_width = self.max_width
-        labels = numpy.zeros(scores.spans.shape[0], dtype=numpy.int64)
-        mask = numpy.ones(scores.spans.shape[0], dtype=numpy.float32)
-        for eg, sl in zip(examples, doc_span_slices(len(examples), scores.spans)):
-            n = len(eg.predicted)
-            grid = numpy.zeros((n + 1, max_width + 1), dtype=numpy.int64)
-            wide = numpy.full(n + 1, -1, dtype=numpy.int64)  # token -> id of the wide entity over it
-            for k, ent in enumerate(eg.get_aligned_spans_y2x(eg.reference.ents, allow_overlap=False)):
-                if ent.label_ not in class_ids:
-                    raise ValueError(
-                        f"maral_ner '{self.name}': the training data has the entity label "
-                        f"'{ent.label_}', which is not among the component's labels {self.labels}. "
-                        "Initialize with the full label set (spacy init labels) or fix the data."
-                    )
-                width = ent.end - ent.start
-                if width <= max_width:
-                    grid[ent.start, width] = class_ids[ent.label_]
-                else:
-                    wide[ent.start : ent.end] = k
-            spans = scores.spans[sl]
-            labels[sl] = grid[spans[:, 1], spans[:, 2] - spans[:, 1]]
-            inside = (wide[spans[:, 1]] >= 0) & (wide[spans[:, 1]] == wide[spans[:, 2] - 1])
-            missing = _missing_tokens(eg)
-            if missing.any():
-                covered = numpy.concatenate([[0], numpy.cumsum(missing)])
-                mask[sl] = ((covered[spans[:, 2]] - covered[spans[:, 1]]) == 0).astype(numpy.float32)
-            if inside.any():
-                mask[sl] = numpy.where(inside, 0.0, mask[sl])
-        return labels, mask
+        """The class and mask of every enumerated span from the reference entities
+        (spacy_maral.pipeline.span_labels.gold_span_labels)."""
+        return gold_span_labels(examples, scores.spans, self.classes, self.max_width, component=self.name)
 
     def get_loss(
         self,
@@ -450,9 +330,7 @@ class MaralNER(TrainablePipe):
         if labels is None or mask is None:
             labels, mask = self.gold_span_labels(examples, scores)
         ops = self.model.ops
-        d_logits, loss = self.loss.get_grad_and_loss(
-            ops.to_numpy(scores.logits), labels, mask=mask
-        )
+        d_logits, loss = self.loss.get_grad_and_loss(ops.to_numpy(scores.logits), labels, mask=mask)
         return loss, ops.asarray2f(d_logits)
 
     def initialize(
@@ -523,28 +401,9 @@ class MaralNER(TrainablePipe):
             self.adapter.initialize(adaptation_corpus.target_examples(nlp), self.classes, self.max_width)
 
     def count_classes(self, examples: Iterable[Example]) -> Tuple[List[float], int, int]:
-        """Span counts per class over all enumerated spans, and entity width counts.
-
-        RETURNS (Tuple[List[float], int, int]): counts (O first; spans inside an entity
-            wider than max_width are not counted: training masks them), number of gold
-            entities, number of gold entities wider than max_width.
-        """
-        class_ids = {label: i for i, label in enumerate(self.classes)}
-        counts = numpy.zeros(len(self.classes), dtype=numpy.float64)
-        n_entities = n_wide = 0
-        for eg in examples:
-            n_spans = count_spans(len(eg.reference), self.max_width)
-            n_fit = 0
-            for ent in eg.reference.ents:
-                n_entities += 1
-                if len(ent) > self.max_width:
-                    n_wide += 1
-                    n_fit += count_spans(len(ent), self.max_width)  # masked in training, not O
-                elif ent.label_ in class_ids:
-                    counts[class_ids[ent.label_]] += 1
-                    n_fit += 1
-            counts[0] += n_spans - n_fit
-        return counts.tolist(), n_entities, n_wide
+        """Span counts per class, gold entities, and those wider than max_width
+        (spacy_maral.pipeline.span_labels.count_classes)."""
+        return count_classes(examples, self.classes, self.max_width)
 
     def copy_weights_from(self, other: "MaralNER") -> None:
         """Start from the weights and class statistics of another maral_ner (a warm start).
@@ -560,15 +419,7 @@ class MaralNER(TrainablePipe):
                 f"maral_ner '{self.name}': can't start from a model with other classes "
                 f"({list(other.classes)} vs {list(self.classes)})"
             )
-        self.model.from_bytes(other.model.to_bytes())
-        order = [other.classes.index(c) for c in self.classes]
-        if order != list(range(len(order))):
-            head = get_span_head(self.model)
-            index = torch.tensor(order, dtype=torch.long)
-            with torch.no_grad():
-                for name in CLASS_INDEXED_BUFFERS:
-                    buffer = getattr(head, name)
-                    buffer.copy_(buffer.index_select(0, index))
+        copy_span_ner_weights(self.model, self.classes, other.model, other.classes)
 
     # ----------------------------------------------------------- serialization
     def _restore_model(self) -> None:
@@ -596,7 +447,7 @@ class MaralNER(TrainablePipe):
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "MaralNER":
         self._validate_serialization_attrs()
         msg = srsly.msgpack_loads(bytes_data)
-        self.cfg.update(_checked_cfg(srsly.json_loads(msg["cfg"]), f"maral_ner '{self.name}' bytes"))
+        self.cfg.update(checked_cfg(srsly.json_loads(msg["cfg"]), f"maral_ner '{self.name}' bytes"))
         if "vocab" in msg and "vocab" not in exclude:
             self.vocab.from_bytes(msg["vocab"], exclude=exclude)
         self._restore_model()
@@ -622,11 +473,7 @@ class MaralNER(TrainablePipe):
         for required in ("cfg", "model"):
             if not (path / required).exists():
                 raise ValueError(f"maral_ner '{self.name}': {path / required} is missing; the pipeline directory is incomplete")
-        try:
-            cfg = srsly.read_json(path / "cfg")
-        except ValueError as err:
-            raise ValueError(f"maral_ner '{self.name}': {path / 'cfg'} is not valid JSON ({err}); the pipeline directory is damaged") from err
-        self.cfg.update(_checked_cfg(cfg, path / "cfg"))
+        self.cfg.update(read_cfg(path / "cfg", self.name))
         self._restore_model()
         if (path / "vocab").exists() and "vocab" not in exclude:
             self.vocab.from_disk(path / "vocab", exclude=exclude)
@@ -651,55 +498,3 @@ def find_maral_ner(nlp: Language) -> MaralNER:
     raise ValueError(f"the pipeline has no maral_ner component (pipes: {nlp.pipe_names})")
 
 
-def _checked_cfg(cfg: Dict[str, Any], where: object) -> Dict[str, Any]:
-    """The stored cfg, if this version of spacy-maral can read it; a clear error if not.
-
-    cfg (dict): the component's stored cfg.
-    where (object): the file (or description) it came from, for the message.
-    """
-    if not isinstance(cfg, dict) or "labels" not in cfg:
-        raise ValueError(f"{where}: not a maral_ner cfg (no 'labels'); the pipeline directory is damaged")
-    version = cfg.get("format_version", 1)
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ValueError(
-            f"{where}: saved in maral_ner format version {version!r}, but this spacy-maral reads "
-            f"versions up to {FORMAT_VERSION}; upgrade spacy-maral to load this pipeline"
-        )
-    return cfg
-
-
-def mask_space_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> numpy.ndarray:
-    """Probabilities with all mass on O for spans that start or end on a whitespace token.
-
-    As in spaCy's own NER, an entity never starts or ends on a whitespace token.
-
-    doc (Doc): the doc.
-    spans (numpy.ndarray): (n, 3) its spans (doc index, start, end).
-    probs (numpy.ndarray): (n, C) their class probabilities.
-    RETURNS (numpy.ndarray): probs, or a masked copy.
-    """
-    if not len(doc):
-        return probs
-    space = doc.to_array(IS_SPACE).astype(bool).reshape(-1)  # vectorised: no Token objects
-    if not space.any():
-        return probs
-    bad = space[spans[:, 1]] | space[spans[:, 2] - 1]
-    masked = probs.copy()
-    masked[bad] = 0.0
-    masked[bad, 0] = 1.0
-    return masked
-
-
-def _softmax(logits: numpy.ndarray) -> numpy.ndarray:
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    exp = numpy.exp(shifted)
-    return exp / exp.sum(axis=1, keepdims=True)
-
-
-def _missing_tokens(eg: Example) -> numpy.ndarray:
-    """Boolean array over the predicted tokens: True where the reference has no NER annotation."""
-    ref = eg.reference
-    if len(ref) == len(eg.predicted) and all(a.text == b.text for a, b in zip(ref, eg.predicted)):
-        return numpy.asarray([t.ent_iob == 0 for t in ref], dtype=bool)
-    iob = eg.get_aligned("ENT_IOB")
-    return numpy.asarray([v is None or v == 0 for v in iob], dtype=bool)

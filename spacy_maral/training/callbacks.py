@@ -1,6 +1,4 @@
 """Registered callbacks for `spacy train`: encoder set-up and epoch boundaries."""
-import os
-import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 

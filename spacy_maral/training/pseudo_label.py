@@ -1,4 +1,4 @@
-"""Teacher pseudo-labelling of a target corpus (METHOD.md section 4).
+"""Teacher pseudo-labelling of a target corpus (docs/method.md, section 5).
 
 The teacher (a trained pipeline with maral_ner) scores every span of every target
 sentence; the non-overlapping decoded entity spans keep their full probability vectors
@@ -35,8 +35,8 @@ from spacy_maral.corpora.docbin import bare_copy, docbin_paths
 from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
 from spacy_maral.fileio import atomic_open, atomic_write_text
 from spacy_maral.inference.batching import length_sorted_batches
-from spacy_maral.inference.engines.local import InProcessEngine
 from spacy_maral.inference.engines.base import WorkerSpec
+from spacy_maral.inference.engines.local import InProcessEngine
 from spacy_maral.inference.runner import open_output, run_partitions
 from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.pipeline.maral_ner import MaralNER, find_maral_ner

@@ -17,8 +17,8 @@ from spacy.tokens import Doc, Span, SpanGroup
 from spacy.training import Example
 
 from spacy_maral.corpora.docbin import bare_copy, read_docs
-from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, TARGET_INDEX_KEY
 from spacy_maral.pipeline.tokenizer import language_tokenizer
+from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, TARGET_INDEX_KEY
 from spacy_maral.util import registry
 
 

@@ -109,7 +109,10 @@ def annotate(
     output_dir = Path(output_dir)
     files = input_files(input_path, fmt)
     manifest = {
-        "inputs": [{"name": f.name, "format": f.format, "bytes": f.path.stat().st_size, "mtime_ns": f.path.stat().st_mtime_ns} for f in files],
+        "inputs": [
+            {"name": f.name, "format": f.format, "bytes": f.path.stat().st_size, "mtime_ns": f.path.stat().st_mtime_ns}
+            for f in files
+        ],
         "partition_size": partition_size, "model": model_id(engine.spec.model),
         "text_field": text_field, "id_field": id_field, "scores_key": scores_key,
     }

@@ -93,7 +93,7 @@ def annotate_records(
     except Exception as batch_err:  # find the documents it fails on
         logger.warning("the pipeline failed on a batch (%s); running the partition's documents one by one", batch_err)
         rows = []
-        for doc_id, text, file, line in records:
+        for _doc_id, text, file, line in records:
             try:
                 rows.append(entity_rows(nlp(text), key))
             except Exception as err:

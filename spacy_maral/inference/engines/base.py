@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from spacy_maral.inference.threads import set_torch_threads
 from spacy_maral.pipeline.maral_ner import find_maral_ner
 
 # a partition's work: task(nlp, payload, **settings) -> result dict
@@ -60,10 +61,7 @@ class PipelineWorker:
         import spacy
 
         self.spec = spec
-        if spec.threads > 0:
-            import torch
-
-            torch.set_num_threads(spec.threads)
+        set_torch_threads(spec.threads)
         if spec.gpu_id >= 0:
             from thinc.api import require_gpu
 

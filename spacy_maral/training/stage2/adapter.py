@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
-
 from spacy.training import Example
 
 from spacy_maral.fileio import atomic_savez, atomic_write_text
@@ -314,7 +313,9 @@ class Adapter:
         store.epoch += 1
         if s.use_anchors and self.adapting:
             anchors = numpy.zeros(hard.shape[0], dtype=bool)
-            anchors[seen] = A.select_anchors(store.scores[seen], hard[seen], n_classes, seed=s.seed + store.epoch, threshold=s.gmm_threshold)
+            anchors[seen] = A.select_anchors(
+                store.scores[seen], hard[seen], n_classes, seed=s.seed + store.epoch, threshold=s.gmm_threshold
+            )
             store.anchor = anchors
         record = self.diagnostics(classes, class_cosines)
         self.history.append(record)
@@ -329,7 +330,9 @@ class Adapter:
             "epoch_completed": store.epoch,
             "adapting_next": self.adapting,
             "classes": store.summary(names),
-            "target_prior": dict(zip(names, numpy.exp(self.target_log_prior).round(5).tolist())) if self.target_log_prior is not None else None,
+            "target_prior": (
+                dict(zip(names, numpy.exp(self.target_log_prior).round(5).tolist())) if self.target_log_prior is not None else None
+            ),
             "margins_global": _listify(self.margins_p, names),
             "margins_local": _listify(self.margins_k, names),
         }
@@ -353,7 +356,7 @@ class Adapter:
             tp += len(pred & g)
             n_pred += len(pred)
             n_gold += len(g)
-        p = tp / n_gold if n_gold else 0.0
+        p = tp / n_pred if n_pred else 0.0
         r = tp / n_gold if n_gold else 0.0
         return {"p": p, "r": r, "f": 2 * p * r / (p + r) if p + r else 0.0}
 
@@ -380,7 +383,8 @@ class Adapter:
             arrays["index_vectors"] = self.index.vectors
             arrays["index_labels"] = self.index.labels
         atomic_savez(directory / "adapter.npz", arrays)
-        atomic_write_text(directory / "adapter.json", json.dumps({"settings": asdict(self.settings), "history": self.history, "gold": {str(k): v for k, v in self.gold.items()}}))
+        meta = {"settings": asdict(self.settings), "history": self.history, "gold": {str(k): v for k, v in self.gold.items()}}
+        atomic_write_text(directory / "adapter.json", json.dumps(meta))
 
     def load(self, directory: Path) -> None:
         """Read a state written by save()."""

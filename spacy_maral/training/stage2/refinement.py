@@ -1,4 +1,4 @@
-"""Progressive adaptation (METHOD.md section 5): anchors, guidance, soft-label refinement.
+"""Progressive adaptation (docs/method.md, section 6): anchors, guidance, soft-label refinement.
 
 Pure numpy / scikit-learn / faiss functions over arrays of span scores and vectors, so
 each step can be checked by hand in the tests. The component (stage 2) calls them:
