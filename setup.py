@@ -61,6 +61,7 @@ setup(
         "spacy_callbacks": [
             "spacy_maral.configure_encoder.v1 = spacy_maral.training.callbacks:configure_encoder",
             "spacy_maral.epoch_hook.v1 = spacy_maral.training.callbacks:make_epoch_hook",
+            "spacy_maral.encoder_runtime.v1 = spacy_maral.pipeline.encoder_runtime:create_encoder_runtime",
         ],
     },
 )

@@ -5,6 +5,7 @@ place, so a process killed at any moment leaves either the old file or the new o
 never a half-written one. Files and folders get the modes a plain `open()` or `mkdir()`
 would give them under the process's umask (one permission rule for every writer).
 """
+import json
 import os
 import shutil
 import tempfile
@@ -126,6 +127,47 @@ def replace_dir(path: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+OWNER_MARKER = ".spacy_maral_output"  # in a folder a command wrote (replace_owned_dir)
+
+
+def check_replaceable(path: Path, command: str) -> None:
+    """Raise unless `path` may be replaced by `command`'s output: it does not exist, is an
+    empty folder, or holds the OWNER_MARKER that replace_owned_dir writes. A user's folder
+    (anything else) is never deleted.
+
+    path (Path): the folder given as an output.
+    command (str): the command, for the message (e.g. "export").
+    RAISES (ValueError): `path` is a file, or a non-empty folder without the marker.
+    """
+    path = Path(path)
+    recover_dir(path)
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise ValueError(f"{command}: {path} is a file, not a folder; nothing was written (choose a folder)")
+    if not any(path.iterdir()) or (path / OWNER_MARKER).is_file():
+        return
+    raise ValueError(
+        f"{command}: {path} is not empty and was not written by spacy_maral (no {OWNER_MARKER} in it); "
+        f"its output replaces the whole folder, so nothing was done: choose a new or empty folder"
+    )
+
+
+@contextmanager
+def replace_owned_dir(path: Path, command: str) -> Iterator[Path]:
+    """replace_dir for a folder a user names: refused unless check_replaceable allows it;
+    the new folder gets the OWNER_MARKER, so that the command may replace it next time.
+
+    path (Path): the output folder.
+    command (str): the command writing it (recorded in the marker, named in errors).
+    """
+    check_replaceable(path, command)
+    with replace_dir(path) as tmp:
+        yield tmp
+        (tmp / OWNER_MARKER).write_text(json.dumps({"written_by": command}) + "\n", encoding="utf8")
+        os.chmod(tmp / OWNER_MARKER, file_mode())
 
 
 def remove_stale_temporaries(directory: Path, pattern: str = "*") -> int:

@@ -213,7 +213,10 @@ def test_export_leaves_maral_mlm_out(tiny_encoder, tmp_path) -> None:
     examples = make_examples(nlp)
     nlp.initialize(lambda: examples)
     nlp.to_disk(tmp_path / "trained")
-    export_command(model=tmp_path / "trained", output_dir=tmp_path / "export", name="test_ner", version="0.0.1", guard=None, lang=None)
+    export_command(
+        model=tmp_path / "trained", output_dir=tmp_path / "export", name="test_ner", version="0.0.1", guard=None, lang=None,
+        precision="auto",
+    )
     exported = spacy.load(tmp_path / "export")
     assert exported.pipe_names == ["transformer", "maral_ner"]
     assert not (tmp_path / "export" / "maral_mlm").exists()

@@ -69,8 +69,8 @@ def logit_class_means(nlp: Language) -> numpy.ndarray:
     """The class means the logits use, from the saved estimator buffers: the average of
     the previous epoch's mean and the running mean for a class seen this epoch, the
     previous mean alone otherwise (METHOD.md section 2)."""
-    from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.ml.span_ner import get_span_head
+    from spacy_maral.pipeline.maral_ner import find_maral_ner
 
     head = get_span_head(find_maral_ner(nlp).model)
     prev, total, count = (head.prev_mean.double().numpy(), head.cur_sum.double().numpy(), head.cur_count.double().numpy())
@@ -148,6 +148,7 @@ def project_run_all(tiny_encoder, tmp_path_factory):
     return root / "project", venv_python
 
 
+@pytest.mark.slow
 def test_project_workflow_all_produces_every_output(project_run_all) -> None:
     project, _ = project_run_all
     for path in [
@@ -179,6 +180,7 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
     assert (project / "training/adapt-de/model-last/maral_ner/adaptation").exists()
 
 
+@pytest.mark.slow
 def test_installed_wheel_loads_from_any_directory(project_run_all, tmp_path) -> None:
     """spacy.load("xx_maral_ner") in the temporary venv, from an unrelated directory, with
     the encoder inside the package, predicts what the trained directory predicts."""

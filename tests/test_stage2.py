@@ -261,7 +261,8 @@ def test_reader_errors(reader_corpora, tmp_path) -> None:
 def test_pseudo_label_shards_summary_and_gold_kept_aside(data, teacher, tmp_path) -> None:
     out = tmp_path / "pseudo"
     stats = pseudo_label(teacher, data["target"], out, batch_size=3, shard_size=4, progress=False)
-    assert sorted(p.name for p in out.iterdir()) == ["_manifest.json", "shard-00000.spacy", "shard-00001.spacy", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["_lock", "_manifest.json", "shard-00000.spacy", "shard-00000.spacy.json",
+                                                     "shard-00001.spacy", "shard-00001.spacy.json", "summary.json"]
     summary = json.loads((out / "summary.json").read_text(encoding="utf8"))
     ner = teacher.get_pipe("maral_ner")
     assert summary["classes"] == list(ner.classes)

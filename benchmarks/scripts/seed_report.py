@@ -42,7 +42,7 @@ def choose_default(runs: Path, seeds=(0, 1, 2), langs=("de", "es")):
     Returns (winner or None while runs are missing, lines of explanation)."""
     lines, stats = [], {}
     for v in ("P", "W"):
-        guards = [load(runs / f"{v}-s{s}-{l}.guard.json") for s in seeds for l in langs]
+        guards = [load(runs / f"{v}-s{s}-{lang}.guard.json") for s in seeds for lang in langs]
         found = [g for g in guards if g is not None]
         passes = sum(bool(g["trusted"]) for g in found)
         dev = mean(g["student_dev_f"] for g in found) if found else float("nan")
@@ -75,7 +75,8 @@ def main(argv) -> None:
         return
     evals = sorted(p for p in runs.glob("eval-s*-*.json") if not p.name.endswith(".per_sentence.json"))
     per_system, where = {}, {}
-    print("| seed | lang | system | raw-text F1 (gold tokens) | en/dev raw F1 | agreement | max class cos | guard | stage-2 wall min | peak RSS GB |")
+    print("| seed | lang | system | raw-text F1 (gold tokens) | en/dev raw F1 | agreement | max class cos | guard "
+          "| stage-2 wall min | peak RSS GB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for path in evals:
         seed, lang = path.stem.split("-")[1][1:], path.stem.split("-")[2]
@@ -104,7 +105,10 @@ def main(argv) -> None:
     print("|---|---|---|---|---|")
     for (lang, name), rows in sorted(per_system.items()):
         raw, gold = [r[0] for r in rows], [r[1] for r in rows]
-        sd = (lambda xs: f"{stdev(xs):.2f}" if len(xs) > 1 else "-")
+
+        def sd(xs: list) -> str:
+            return f"{stdev(xs):.2f}" if len(xs) > 1 else "-"
+
         print(f"| {lang} | {name} | {len(rows)} | {mean(raw):.2f} ({sd(raw)}) | {mean(gold):.2f} ({sd(gold)}) |")
     boots = sorted(runs.glob("bootstrap-s*-*.json"))
     if boots:

@@ -7,8 +7,7 @@ import pytest
 import spacy
 
 from conftest import REPO
-from test_project import copy_project, gold_examples, gold_span_means, logit_class_means, min_angle_deg, SAMPLE_DE_TEST_ENTITIES
-
+from test_project import SAMPLE_DE_TEST_ENTITIES, copy_project, gold_examples, gold_span_means, logit_class_means, min_angle_deg
 
 # ------------------------------------------------------ benchmark quick mode
 

@@ -4,7 +4,7 @@ from typing import Optional
 
 import typer
 
-from spacy_maral.cli._app import app
+from spacy_maral.cli._app import app, precision_option
 
 
 @app.command("annotate")
@@ -16,18 +16,20 @@ def annotate_command(
     input_format: str = typer.Option("auto", "--format", help="auto (by suffix: .jsonl/.ndjson/.json, .parquet, else text), text, jsonl or parquet."),
     text_field: str = typer.Option("text", "--text-field", help="JSONL key / Parquet column of the text."),
     id_field: str = typer.Option("id", "--id-field", help="JSONL key / Parquet column of the id (optional; default id FILE:LINE)."),
-    partition_size: int = typer.Option(10000, "--partition-size", help="Input lines per output partition, the unit of resumption and of work."),
-    batch_size: int = typer.Option(64, "--batch-size", "-b", help="Documents per nlp.pipe batch (length-sorted within a partition)."),
+    partition_size: int = typer.Option(10000, "--partition-size", min=1, help="Input lines per output partition, the unit of resumption and of work."),
+    batch_size: int = typer.Option(64, "--batch-size", "-b", min=1, help="Documents per nlp.pipe batch (length-sorted within a partition)."),
     scores_key: Optional[str] = typer.Option(None, "--scores-key", help="doc.spans key whose attrs['scores'] give the entity scores (default: maral_ner's spans_key; null scores without one)."),
-    max_bad_lines: int = typer.Option(0, "--max-bad-lines", help="Exit with status 3 at the end if more input lines than this were bad (all of them are skipped and listed in OUTPUT/_errors.jsonl either way)."),
-    n_process: int = typer.Option(1, "--n-process", "-n", help="local: worker processes, each loading the pipeline once."),
-    threads: int = typer.Option(0, "--threads", help="torch threads per worker (0: torch's default for one process, cpu_count/N for N processes, --cpus-per-actor for Ray)."),
+    max_bad_lines: int = typer.Option(0, "--max-bad-lines", min=0, help="Exit with status 3 at the end if more input lines than this were bad, or had words the encoder gave no subword (all of them are listed in OUTPUT/_errors.jsonl either way)."),
+    n_process: int = typer.Option(1, "--n-process", "-n", min=1, help="local: worker processes, each loading the pipeline once."),
+    threads: int = typer.Option(0, "--threads", min=0, help="torch threads per worker (0: torch's default for one process, cpu_count/N for N processes, --cpus-per-actor for Ray)."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="local: GPU to use (-1 = CPU)."),
     address: Optional[str] = typer.Option(None, "--address", help="ray: the cluster to join ('auto': the one `ray start` runs here); default: start a local Ray instance for this run."),
-    num_actors: int = typer.Option(0, "--num-actors", help="ray: actors, each loading the pipeline once (0 = as many as the free CPUs/GPUs allow)."),
-    cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", help="ray: CPUs each actor reserves (its torch threads)."),
-    num_gpus_per_actor: float = typer.Option(0.0, "--num-gpus-per-actor", help="ray: GPUs each actor reserves (0 = CPU actors)."),
+    num_actors: int = typer.Option(0, "--num-actors", min=0, help="ray: actors, each loading the pipeline once (0 = as many as the free CPUs/GPUs allow)."),
+    cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", min=1, help="ray: CPUs each actor reserves (its torch threads)."),
+    num_gpus_per_actor: float = typer.Option(0.0, "--num-gpus-per-actor", min=0.0, help="ray: GPUs each actor reserves (0 = CPU actors)."),
+    ray_timeout: float = typer.Option(60.0, "--ray-timeout", min=0.1, help="ray: seconds to reach the cluster at --address before failing."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    precision: str = precision_option(),
 ) -> None:
     """Annotate a corpus with MODEL (any spaCy pipeline) and write its entities to
     Parquet, partition by partition. A rerun with the same arguments skips the finished
@@ -44,6 +46,7 @@ def annotate_command(
         workers = make_engine(
             engine, model, n_process=n_process, threads=threads, gpu_id=gpu_id, address=address,
             num_actors=num_actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=num_gpus_per_actor,
+            precision=precision, connect_timeout=ray_timeout,
         )
         with workers:
             stats = annotate(
@@ -67,6 +70,9 @@ def annotate_command(
         typer.secho(f"{stats.bad_lines} bad input line(s) skipped, all listed in {Path(output_dir) / ERRORS}:", fg=typer.colors.YELLOW, err=True)
         for line in stats.first_bad_lines[:10]:
             typer.echo(f"  {line}", err=True)
-        if stats.bad_lines > max_bad_lines:
-            typer.secho(f"more than --max-bad-lines {max_bad_lines}: exit status {EXIT_BAD_LINES}", fg=typer.colors.RED, err=True)
-            raise typer.Exit(code=EXIT_BAD_LINES)
+    if stats.truncated_documents:
+        typer.secho(f"{stats.truncated_documents} document(s) with {stats.words_without_subwords} word(s) the encoder gave no "
+                    f"subword (they can't be entities), all listed in {Path(output_dir) / ERRORS}", fg=typer.colors.YELLOW, err=True)
+    if stats.bad_lines + stats.truncated_documents > max_bad_lines:
+        typer.secho(f"more than --max-bad-lines {max_bad_lines}: exit status {EXIT_BAD_LINES}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=EXIT_BAD_LINES)

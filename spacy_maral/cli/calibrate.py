@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from spacy_maral.cli._app import app
+from spacy_maral.cli._app import app, precision_option
 
 
 @app.command("calibrate")
@@ -18,28 +18,35 @@ def calibrate_command(
     limit: int = typer.Option(0, "--limit", help="Use the first N dev sentences (0 = all)."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
+    precision: str = precision_option(),
 ) -> None:
     """Fit the temperature T of the reported entity scores (softmax(logits / T), stored
     as maral_ner's `score_temperature`) on the raw text of the dev set: T minimises the
     log loss of the scores of the predicted entities against their exact correctness.
     Predictions do not change; only doc.spans[...].attrs["scores"] do.
     """
-    import spacy
     from thinc.api import require_gpu
 
     from spacy_maral.corpora.target_text import iter_target_docs
     from spacy_maral.evaluation.calibration import fit_temperature, reliability, tempered_scores
     from spacy_maral.evaluation.raw_text import entity_logits
-    from spacy_maral.fileio import atomic_write_text, replace_dir
+    from spacy_maral.fileio import atomic_write_text, check_replaceable, replace_dir, replace_owned_dir
+    from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import tokenizer_rules
     from spacy_maral.util import cli_printer
 
     msg = cli_printer()
+    new_folder = output is not None and Path(output).resolve() != Path(model).resolve()  # else the model is updated in place
+    if new_folder:
+        try:
+            check_replaceable(output, "calibrate --output")  # before any work: a user's folder is never replaced
+        except ValueError as err:
+            msg.fail(str(err), exits=1)
     if gpu_id >= 0:
         require_gpu(gpu_id)
     try:
-        nlp = spacy.load(model)
+        nlp = load_pipeline(model, precision=precision)
         ner = find_maral_ner(nlp)
         docs = list(iter_target_docs(dev_path, nlp, gold_tokens=True))
         if limit > 0:
@@ -65,7 +72,7 @@ def calibrate_command(
         )
     ner.score_temperature = temperature
     target = output if output is not None else model
-    with replace_dir(target) as tmp:
+    with (replace_owned_dir(target, "calibrate --output") if new_folder else replace_dir(target)) as tmp:
         nlp.to_disk(tmp)
     msg.good(f"score_temperature {temperature:.3f} stored in {target}")
     if report is not None:

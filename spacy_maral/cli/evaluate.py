@@ -5,7 +5,7 @@ from typing import List, Optional
 
 import typer
 
-from spacy_maral.cli._app import app
+from spacy_maral.cli._app import app, precision_option
 
 
 def per_sentence_path(output: Path) -> Path:
@@ -26,6 +26,7 @@ def evaluate_command(
     limit: int = typer.Option(0, "--limit", help="Score the first N test sentences (0 = all)."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Docs per nlp.pipe batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
+    precision: str = precision_option(),
 ) -> None:
     """Score each pipeline twice on the same test set: on the gold tokens (spaCy's NER
     scorer) and on the raw text (the sentences detokenized, run through the whole
@@ -37,7 +38,7 @@ def evaluate_command(
     gold entities of each sentence on the raw text, for paired bootstraps), a
     reliability diagram and a displaCy page of the last pipeline.
     """
-    import spacy
+
     from thinc.api import require_gpu
     from wasabi import Printer
 
@@ -47,6 +48,7 @@ def evaluate_command(
     from spacy_maral.evaluation.raw_text import evaluate_raw_text
     from spacy_maral.evaluation.report import evaluate_pipeline, format_quality_table, format_table, write_predictions_page
     from spacy_maral.fileio import atomic_write_text
+    from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
 
     if gpu_id >= 0:
@@ -57,7 +59,7 @@ def evaluate_command(
     try:
         for spec in models:
             name, _, path = spec.rpartition("=") if "=" in spec else (Path(spec).name, "", spec)
-            nlp = spacy.load(path)
+            nlp = load_pipeline(path, precision=precision)
             if lang:
                 set_tokenizer_lang(nlp, lang)
             docs = list(iter_target_docs(test_path, nlp, gold_tokens=True))

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from spacy_maral.cli._app import app
+from spacy_maral.cli._app import app, precision_option
 
 
 @app.command("guard")
@@ -25,17 +25,19 @@ def guard_command(
     package_choice: str = typer.Option("auto", "--package-choice", help="auto (the student if trusted, else the teacher), student or teacher."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
+    precision: str = precision_option(),
 ) -> None:
     """Compare student and teacher without target tags (source dev F1 on raw text,
     agreement on the target text, class-mean collapse), say plainly whether the student
     can be trusted, and record which pipeline to package (`export --guard`).
     """
-    import spacy
+
     from thinc.api import require_gpu
 
     from spacy_maral.corpora.target_text import iter_target_docs
     from spacy_maral.evaluation.guard import GuardThresholds, check_student, choose
     from spacy_maral.fileio import atomic_write_text
+    from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
     from spacy_maral.util import cli_printer
 
@@ -43,8 +45,8 @@ def guard_command(
     if gpu_id >= 0:
         require_gpu(gpu_id)
     try:
-        teacher = spacy.load(teacher_path)
-        student = spacy.load(student_path)
+        teacher = load_pipeline(teacher_path, precision=precision)
+        student = load_pipeline(student_path, precision=precision)
         if target_lang:
             set_tokenizer_lang(teacher, target_lang)
             set_tokenizer_lang(student, target_lang)

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from spacy_maral.cli._app import app
+from spacy_maral.cli._app import PRECISION_HELP, app
 
 
 @app.command("export")
@@ -19,24 +19,30 @@ def export_command(
     version: str = typer.Option("0.1.0", "--version", help="meta.json version."),
     guard: Optional[Path] = typer.Option(None, "--guard", help="The verdict of `spacy_maral guard`: export the pipeline it chose (the teacher when the student is not trusted) instead of MODEL."),
     lang: Optional[str] = typer.Option(None, "--lang", help="Give the pipeline this language's tokenizer rules (spacy_maral.tokenizer.v1), e.g. the target language; default: keep its own."),
+    precision: str = typer.Option("auto", "--precision", help="The encoder precision the exported pipeline loads with (its config; users override it at load time): " + PRECISION_HELP),
 ) -> None:
     """Copy a trained pipeline for `spacy package`, without the training-only state
     (the student's soft labels and neighbour index) and training-only components
     (maral_mlm), and with a package name/version (and optionally other tokenizer rules).
     """
-    import spacy
 
-    from spacy_maral.fileio import replace_dir
+    from spacy_maral.fileio import check_replaceable, replace_owned_dir
+    from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
 
-    if guard is not None:
-        verdict = json.loads(Path(guard).read_text(encoding="utf8"))
-        if verdict["chosen"] != "student":
-            typer.secho(f"export: {guard} chose the {verdict['chosen']}: exporting {verdict['chosen_path']} instead of {model}",
-                        fg=typer.colors.YELLOW, err=True)
-        model = Path(verdict["chosen_path"])
     try:
-        nlp = spacy.load(model)
+        check_replaceable(output_dir, "export")  # before any work: a user's folder is never replaced
+    except ValueError as err:
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1) from err
+    if guard is not None:
+        chosen, chosen_path = read_guard_verdict(guard)
+        if chosen != "student":
+            typer.secho(f"export: {guard} chose the {chosen}: exporting {chosen_path} instead of {model}",
+                        fg=typer.colors.YELLOW, err=True)
+        model = chosen_path
+    try:
+        nlp = load_pipeline(model, precision=precision)
     except (OSError, ValueError) as err:
         typer.secho(f"export failed: cannot load {model}: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(code=1) from err
@@ -50,9 +56,28 @@ def export_command(
     nlp.meta["name"] = name
     nlp.meta["version"] = version
     nlp.meta.setdefault("description", "Cross-lingual NER (spacy-maral: large-margin vMF span classifier)")
-    with replace_dir(output_dir) as tmp:
+    with replace_owned_dir(output_dir, "export") as tmp:
         nlp.to_disk(tmp)
     typer.echo(f"{output_dir} ({nlp.lang}_{name} {version}, pipes {nlp.pipe_names}, tokenizer rules {tokenizer_lang(nlp)})")
+
+
+def read_guard_verdict(path: Path) -> "tuple[str, Path]":
+    """The (chosen, chosen_path) of a `spacy_maral guard` verdict file; exits with a clear
+    message (status 1) when it is unreadable or is not such a verdict.
+
+    path (Path): the verdict file (--guard).
+    """
+    try:
+        verdict = json.loads(Path(path).read_text(encoding="utf8"))
+        chosen, chosen_path = verdict["chosen"], verdict["chosen_path"]
+        if not isinstance(chosen, str) or not isinstance(chosen_path, str):
+            raise TypeError("'chosen' and 'chosen_path' must be strings")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+        detail = f"no {err} field" if isinstance(err, KeyError) else f"{type(err).__name__}: {err}"
+        typer.secho(f"export failed: --guard {path} is not a verdict of `spacy_maral guard` ({detail})",
+                    fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1) from err
+    return chosen, Path(chosen_path)
 
 
 @app.command("install-package")

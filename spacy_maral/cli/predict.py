@@ -4,7 +4,7 @@ from typing import List, Optional
 
 import typer
 
-from spacy_maral.cli._app import app
+from spacy_maral.cli._app import app, precision_option
 
 
 @app.command("predict")
@@ -13,18 +13,18 @@ def predict_command(
     texts: Optional[List[str]] = typer.Argument(None, help="Sentences to label."),
     from_file: Optional[Path] = typer.Option(None, "--from-file", help="Also label sentences of this corpus (.spacy, CoNLL or text)."),
     n: int = typer.Option(5, "--n", help="How many sentences of --from-file to label."),
+    precision: str = precision_option(),
 ) -> None:
     """Load MODEL with spacy.load and print doc.ents with the probabilities stored in
     doc.spans[spans_key].attrs["scores"]."""
     from itertools import islice
 
-    import spacy
-
     from spacy_maral.corpora.target_text import iter_target_docs
     from spacy_maral.evaluation.report import maral_spans_key, span_scores
+    from spacy_maral.pipeline.encoder_runtime import load_pipeline
 
     try:
-        nlp = spacy.load(model)
+        nlp = load_pipeline(model, precision=precision)
     except (OSError, ValueError) as err:
         typer.secho(f"predict: cannot load {model}: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(code=1) from err

@@ -4,7 +4,7 @@ from typing import Optional
 
 import typer
 
-from spacy_maral.cli._app import app
+from spacy_maral.cli._app import app, precision_option
 
 
 @app.command("pseudo-label")
@@ -12,19 +12,21 @@ def pseudo_label_command(
     teacher: Path = typer.Argument(..., help="Trained teacher pipeline (directory or package name)."),
     input_path: Path = typer.Argument(..., help="Target corpus: .spacy file or directory, a CoNLL-style file (.conll, .iob, .tsv...), or text with one sentence a line."),
     output_dir: Path = typer.Argument(..., help="Directory for the pseudo-labelled shards."),
-    batch_size: int = typer.Option(32, "--batch-size", "-b", help="Sentences per teacher batch."),
+    batch_size: int = typer.Option(32, "--batch-size", "-b", min=1, help="Sentences per teacher batch."),
     shard_size: int = typer.Option(1000, "--shard-size", min=1, help="Sentences per output shard (a killed run keeps finished shards)."),
     limit: int = typer.Option(0, "--limit", min=0, help="Label only the first N sentences (0 = all)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="When OUTPUT_DIR holds the shards of another run (other input, teacher or settings), delete them instead of stopping. A rerun of the same run always keeps its finished shards."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
+    precision: str = precision_option(),
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the target text with this language's rules (spacy_maral.tokenizer.v1), e.g. de; default: the teacher's tokenizer."),
     gold_tokens: bool = typer.Option(False, "--gold-tokens", help="Keep the tokens of a .spacy or CoNLL corpus instead of tokenizing its raw text."),
     inference_tau: Optional[float] = typer.Option(None, "--inference-tau", help="Override the teacher's inference_tau (source prior weight in the decision rule); choose it on the source dev set."),
     engine: str = typer.Option("local", "--engine", help="local: label in this process; ray: on Ray actors (pip install 'spacy-maral[ray]'), shard by shard, bit-identical output."),
     address: Optional[str] = typer.Option(None, "--address", help="ray: the cluster to join ('auto': the one `ray start` runs here); default: start a local Ray instance for this run."),
-    num_actors: int = typer.Option(0, "--num-actors", help="ray: actors, each loading the teacher once (0 = as many as the free CPUs/GPUs allow)."),
-    cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", help="ray: CPUs each actor reserves (its torch threads)."),
-    num_gpus_per_actor: float = typer.Option(0.0, "--num-gpus-per-actor", help="ray: GPUs each actor reserves (0 = CPU actors)."),
+    num_actors: int = typer.Option(0, "--num-actors", min=0, help="ray: actors, each loading the teacher once (0 = as many as the free CPUs/GPUs allow)."),
+    cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", min=1, help="ray: CPUs each actor reserves (its torch threads)."),
+    num_gpus_per_actor: float = typer.Option(0.0, "--num-gpus-per-actor", min=0.0, help="ray: GPUs each actor reserves (0 = CPU actors)."),
+    ray_timeout: float = typer.Option(60.0, "--ray-timeout", min=0.1, help="ray: seconds to reach the cluster at --address before failing."),
 ) -> None:
     """Label every target sentence with the teacher: kept entity spans get their
     probability vectors, every other span is O. Target tags, if the corpus has any, are
@@ -32,20 +34,26 @@ def pseudo_label_command(
     actors (the teacher must load on every node: same path or installed package); the
     driver reads the corpus and writes the shards.
     """
-    import spacy
+
     from thinc.api import require_gpu
 
     from spacy_maral.inference.engines import make_engine
+    from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
-    from spacy_maral.training.pseudo_label import pseudo_label
+    from spacy_maral.training.pseudo_label import check_inference_tau, pseudo_label
 
     if engine not in ("local", "ray"):
         raise typer.BadParameter(f"{engine!r}: use local or ray", param_hint="--engine")
+    if inference_tau is not None:
+        try:
+            check_inference_tau(inference_tau)
+        except ValueError as err:
+            raise typer.BadParameter(str(err), param_hint="--inference-tau") from err
     if gpu_id >= 0 and engine == "local":
         require_gpu(gpu_id)
     try:
-        nlp = spacy.load(teacher)
+        nlp = load_pipeline(teacher, precision=precision)
         if lang:
             set_tokenizer_lang(nlp, lang)
         if inference_tau is not None:
@@ -53,8 +61,8 @@ def pseudo_label_command(
         workers = None
         if engine == "ray":
             workers = make_engine(
-                "ray", teacher, inference_tau=inference_tau, address=address, num_actors=num_actors,
-                cpus_per_actor=cpus_per_actor, gpus_per_actor=num_gpus_per_actor,
+                "ray", teacher, inference_tau=inference_tau, precision=precision, address=address, num_actors=num_actors,
+                cpus_per_actor=cpus_per_actor, gpus_per_actor=num_gpus_per_actor, connect_timeout=ray_timeout,
             ).__enter__()
         n_workers = workers.n_workers if workers is not None else 1
         try:

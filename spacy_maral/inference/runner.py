@@ -8,6 +8,7 @@ as it comes back. Every output file is written atomically (spacy_maral.fileio), 
 killed run loses at most the partitions in flight, and the same command started again
 ends with exactly the output of an uninterrupted run.
 """
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple, TypeVar
@@ -24,6 +25,28 @@ def model_id(model: Any) -> str:
     (an installed package)."""
     path = Path(str(model))
     return str(path.resolve()) if path.exists() else str(model)
+
+
+def manifest_digest(manifest: Dict[str, Any]) -> str:
+    """SHA-256 of a manifest (its JSON with sorted keys): stored with every partition or
+    shard, so that a kept piece is one of this run's (same input and settings).
+
+    manifest (Dict[str, Any]): what the outputs are made from (check_manifest).
+    """
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode("utf8")).hexdigest()
+
+
+def content_digest(parts: Iterable[bytes]) -> str:
+    """SHA-256 of a partition's input, given as byte strings (each one length-prefixed,
+    so that no two different sequences give the same digest).
+
+    parts (Iterable[bytes]): the partition's lines, or its payload.
+    """
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "little"))
+        digest.update(part)
+    return digest.hexdigest()
 
 
 def check_manifest(
@@ -75,6 +98,7 @@ def open_output(
     overwrite: bool = False,
     also_remove: Sequence[str] = (),
     remedy: str = "use a new output directory, or delete it",
+    check_input: Optional[Callable[[], None]] = None,
 ) -> Path:
     """Make `output_dir` this run's: create it, check (or write) its manifest, and remove
     the temporary files a killed run left there.
@@ -85,11 +109,15 @@ def open_output(
     outputs (str): glob of the output files a resumed run keeps.
     overwrite (bool): when the folder holds another run's outputs, delete them (the
         `outputs`, the files named in `also_remove` and the manifest) instead of raising.
-        Check the new input before calling: nothing is removed for an input that is then
-        refused.
-    also_remove (Sequence[str]): other files of a run that `overwrite` removes.
+        `check_input` runs first: nothing is removed for an input that is then refused.
+    also_remove (Sequence[str]): names (or globs) of other files of a run that
+        `overwrite` removes.
     remedy (str): what the error tells the user to do.
-    RETURNS (Path): the folder.
+    check_input (Optional[Callable[[], None]]): reads the new input completely and raises
+        (ValueError, OSError) when it is unreadable, empty or undecodable; called only
+        when `overwrite` is about to remove another run's outputs.
+    RETURNS (Path): the folder. Hold its folder_lock (spacy_maral.inference.lock) for
+        the whole run.
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -98,7 +126,10 @@ def open_output(
     except ValueError:
         if not overwrite:
             raise
-        for old in [*output_dir.glob(outputs), *(output_dir / name for name in also_remove), output_dir / MANIFEST]:
+        if check_input is not None:
+            check_input()  # before anything of the old run is removed
+        olds = [*output_dir.glob(outputs), *(p for name in also_remove for p in output_dir.glob(name))]
+        for old in [*olds, output_dir / MANIFEST]:
             if old.is_file():
                 old.unlink()
         check_manifest(output_dir, manifest, run=run, outputs=outputs, remedy=remedy)

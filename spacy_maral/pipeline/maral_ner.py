@@ -27,7 +27,7 @@ from spacy_maral.ml.vmf import collapsed_class_pairs, warn_collapsed
 from spacy_maral.pipeline.decoding import decode_doc, mask_space_spans, softmax, tempered_entity_scores
 from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
 from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, checked_cfg, read_cfg
-from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, words_without_subwords
+from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, fit_windows_to_encoder, words_without_subwords
 from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
 from spacy_maral.training.stage2.examples import Stage2Corpus
 from spacy_maral.util import logger
@@ -72,9 +72,9 @@ def make_maral_ner(
     scorer (Optional[Callable]): scoring method (spacy.ner_scorer.v1).
     adaptation (Optional[AdaptationSettings]): stage-2 progressive adaptation settings
         (spacy_maral.Adaptation.v1); null for source-only training (stage 1).
-    inference_tau (float): weight of the source class prior added to the logits at
-        prediction time (0 = argmax s(z), the paper's rule).
+    inference_tau (float): weight of the source class prior added to the logits at prediction time (0 = argmax s(z)).
     """
+    fit_windows_to_encoder(nlp)  # the transformer, created before: windows that pass its encoder's limit are split
     return MaralNER(
         nlp.vocab, model, name, loss=loss, spans_key=spans_key, ents_filter=ents_filter,
         scorer=scorer, adaptation=adaptation, inference_tau=inference_tau,

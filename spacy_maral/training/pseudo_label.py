@@ -20,6 +20,7 @@ every engine (this process, or Ray actors: spacy_maral.inference.engines.ray) ru
 """
 import hashlib
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import count, islice
@@ -37,8 +38,10 @@ from spacy_maral.fileio import atomic_open, atomic_write_text
 from spacy_maral.inference.batching import length_sorted_batches
 from spacy_maral.inference.engines.base import WorkerSpec
 from spacy_maral.inference.engines.local import InProcessEngine
-from spacy_maral.inference.runner import open_output, run_partitions
+from spacy_maral.inference.lock import folder_lock
+from spacy_maral.inference.runner import content_digest, manifest_digest, open_output, run_partitions
 from spacy_maral.ml.span_ner import get_span_head
+from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of
 from spacy_maral.pipeline.maral_ner import MaralNER, find_maral_ner
 from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
 
@@ -63,6 +66,7 @@ class PseudoLabelStats:
 
 
 SHARDS = "shard-*.spacy"
+SIDECARS = "shard-*.spacy.json"  # beside each shard: what it was made from (shard_identity)
 SUMMARY = "summary.json"
 
 
@@ -156,6 +160,7 @@ def pseudo_label(
         raise ValueError(f"shard_size must be at least 1 (got {shard_size})")
     limit = max(limit, 0)
     ner = find_maral_ner(nlp)
+    check_inference_tau(ner.inference_tau)
     input_path, output_dir = Path(input_path), Path(output_dir)
     check_target_path(input_path)  # before any old shard may be replaced
     manifest = {
@@ -166,66 +171,73 @@ def pseudo_label(
         "classes": list(ner.classes), "inference_tau": float(ner.inference_tau),
         "tokenizer": dict(nlp.config["nlp"]["tokenizer"]), "gold_tokens": gold_tokens,
         "shard_size": shard_size, "limit": limit,
+        # bfloat16 and fp32 soft labels differ slightly: shards of one run share one precision
+        "encoder_precision": (encoder_runtime_of(nlp) or {}).get("running", "fp32"),
     }
     remedy = "use a new output directory, delete it, or pass --overwrite (overwrite=True) to replace them"
-    open_output(output_dir, manifest, run="pseudo-label", outputs=SHARDS, overwrite=overwrite,
-                also_remove=[SUMMARY], remedy=remedy)
-    stats = PseudoLabelStats()
-    docs: Iterable[Doc] = iter_target_docs(input_path, nlp, gold_tokens=gold_tokens)
-    if limit > 0:
-        docs = islice(docs, limit)
-    bar = tqdm(desc="pseudo-labelling", unit="sent", disable=not progress)
+    with folder_lock(output_dir, run="pseudo-label"):  # one run at a time in a folder
+        open_output(output_dir, manifest, run="pseudo-label", outputs=SHARDS, overwrite=overwrite,
+                    also_remove=[SUMMARY, SIDECARS], remedy=remedy,
+                    check_input=lambda: check_target_corpus(input_path, nlp, gold_tokens, limit))
+        run_digest = manifest_digest(manifest)
+        stats = PseudoLabelStats()
+        docs: Iterable[Doc] = iter_target_docs(input_path, nlp, gold_tokens=gold_tokens)
+        if limit > 0:
+            docs = islice(docs, limit)
+        bar = tqdm(desc="pseudo-labelling", unit="sent", disable=not progress)
 
-    def shards() -> Iterator[Tuple[Path, List[Doc]]]:
-        iterator = iter(docs)
-        for shard_no in count():
-            chunk = list(islice(iterator, shard_size))
-            if not chunk:
-                return
-            yield output_dir / f"shard-{shard_no:05d}.spacy", chunk
+        def shards() -> Iterator[Tuple[Path, List[Doc], bytes]]:
+            iterator = iter(docs)
+            for shard_no in count():
+                chunk = list(islice(iterator, shard_size))
+                if not chunk:
+                    return
+                yield output_dir / f"shard-{shard_no:05d}.spacy", chunk, shard_bytes(chunk)
 
-    def finished(shard: Tuple[Path, List[Doc]]) -> Optional[Dict[str, Any]]:
-        path, chunk = shard
-        kept = _complete_shard(path, len(chunk))
-        if kept is None:
-            return None
-        counts = PseudoLabelStats()
-        for doc in kept.get_docs(nlp.vocab):
-            _count(doc, counts)
-        return {"sentences": len(chunk), "entities": dict(counts.entities), "diagnostic_gold": counts.diagnostic_gold}
+        def finished(shard: Tuple[Path, List[Doc], bytes]) -> Optional[Dict[str, Any]]:
+            path, chunk, payload = shard
+            kept = _complete_shard(path, len(chunk), shard_identity(run_digest, payload))
+            if kept is None:
+                return None
+            counts = PseudoLabelStats()
+            for doc in kept.get_docs(nlp.vocab):
+                _count(doc, counts)
+            return {"sentences": len(chunk), "entities": dict(counts.entities), "diagnostic_gold": counts.diagnostic_gold}
 
-    def write(shard: Tuple[Path, List[Doc]], result: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-        assert result is not None  # every shard has sentences for a worker
-        with atomic_open(shard[0], "wb") as f:
-            f.write(result["shard"])
-        return result
+        def write(shard: Tuple[Path, List[Doc], bytes], result: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+            assert result is not None  # every shard has sentences for a worker
+            with atomic_open(shard[0], "wb") as f:
+                f.write(result["shard"])
+            identity = {**shard_identity(run_digest, shard[2]), "shard_sha256": hashlib.sha256(result["shard"]).hexdigest()}
+            atomic_write_text(sidecar_path(shard[0]), json.dumps(identity, indent=2))  # after the shard: see _complete_shard
+            return result
 
-    def on_done(shard: Tuple[Path, List[Doc]], meta: Dict[str, Any], kept: bool) -> None:
-        if kept:
-            stats.shards_kept += 1
-            stats.skipped_sentences += meta["sentences"]
-        else:
-            stats.shards_written += 1
-        stats.sentences += meta["sentences"]
-        stats.entities.update(meta["entities"])
-        stats.diagnostic_gold += meta["diagnostic_gold"]
-        bar.update(meta["sentences"])
+        def on_done(shard: Tuple[Path, List[Doc], bytes], meta: Dict[str, Any], kept: bool) -> None:
+            if kept:
+                stats.shards_kept += 1
+                stats.skipped_sentences += meta["sentences"]
+            else:
+                stats.shards_written += 1
+            stats.sentences += meta["sentences"]
+            stats.entities.update(meta["entities"])
+            stats.diagnostic_gold += meta["diagnostic_gold"]
+            bar.update(meta["sentences"])
 
-    local = engine is None
-    if local:
-        engine = InProcessEngine(WorkerSpec(model=str(nlp.meta.get("name", "teacher"))), nlp=nlp).__enter__()
-    try:
-        run_partitions(engine, label_shard_bytes, shards(), finished=finished,
-                       prepare=lambda shard: shard_bytes(shard[1]), write=write, on_done=on_done,
-                       batch_size=batch_size)
-    finally:
+        local = engine is None
         if local:
-            engine.__exit__(None, None, None)
-        bar.close()
-    if stats.sentences == 0:
-        raise ValueError(f"the target corpus {input_path} has no sentences")
-    atomic_write_text(output_dir / SUMMARY, json.dumps({"classes": list(ner.classes), **stats.to_dict()}, indent=2))
-    return stats
+            engine = InProcessEngine(WorkerSpec(model=str(nlp.meta.get("name", "teacher"))), nlp=nlp).__enter__()
+        try:
+            run_partitions(engine, label_shard_bytes, shards(), finished=finished,
+                           prepare=lambda shard: shard[2], write=write, on_done=on_done,
+                           batch_size=batch_size)
+        finally:
+            if local:
+                engine.__exit__(None, None, None)
+            bar.close()
+        if stats.sentences == 0:
+            raise ValueError(f"the target corpus {input_path} has no sentences")
+        atomic_write_text(output_dir / SUMMARY, json.dumps({"classes": list(ner.classes), **stats.to_dict()}, indent=2))
+        return stats
 
 
 def input_fingerprint(path: Path) -> List[Dict[str, object]]:
@@ -246,13 +258,66 @@ def head_fingerprint(ner: MaralNER) -> str:
     return digest.hexdigest()
 
 
-def _complete_shard(path: Path, expected: int) -> Optional[DocBin]:
-    """The finished shard at `path` (read once), or None when it is missing, damaged or
-    not `expected` sentences long (then it is labelled again)."""
+def check_inference_tau(value: float) -> None:
+    """Refuse an inference_tau that is not a finite number >= 0 (a NaN makes every
+    decision logit NaN: no entity at all, silently).
+
+    value (float): the weight of the source class prior in the decision rule.
+    """
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"inference_tau must be a finite number >= 0, not {value!r}")
+
+
+def check_target_corpus(path: Path, nlp: Language, gold_tokens: bool = False, limit: int = 0) -> int:
+    """Read a target corpus completely (up to `limit` sentences): what `--overwrite`
+    does before it removes another run's shards.
+
+    path (Path): the target corpus (iter_target_docs).
+    nlp (Language): the teacher (its vocab and tokenizer).
+    gold_tokens (bool): keep the corpus's tokens (iter_target_docs).
+    limit (int): read only this many sentences (0 = all).
+    RETURNS (int): its number of sentences.
+    RAISES (ValueError): it is unreadable, undecodable or has no sentences.
+    """
+    n = 0
+    for _ in iter_target_docs(path, nlp, gold_tokens=gold_tokens):
+        n += 1
+        if limit and n >= limit:
+            break
+    if n == 0:
+        raise ValueError(f"the target corpus {path} has no sentences (nothing was removed)")
+    return n
+
+
+def sidecar_path(shard: Path) -> Path:
+    """Where a shard's identity is kept: SHARD.json (shard-00000.spacy.json)."""
+    return shard.with_name(shard.name + ".json")
+
+
+def shard_identity(run_digest: str, payload: bytes) -> Dict[str, str]:
+    """What a shard is made from: the run's manifest digest and the digest of its
+    unlabelled sentences (their DocBin bytes)."""
+    return {"manifest_sha256": run_digest, "input_sha256": content_digest([payload])}
+
+
+def _complete_shard(path: Path, expected: int, identity: Dict[str, str]) -> Optional[DocBin]:
+    """The finished shard at `path` (read once), or None when it is missing, damaged, not
+    `expected` sentences long, or not made from this input with these settings (its
+    sidecar, written after it, must hold `identity` and the digest of the shard's bytes):
+    then it is labelled again."""
     if not path.exists():
         return None
     try:
-        shard = DocBin().from_disk(path)
+        recorded = json.loads(sidecar_path(path).read_text(encoding="utf8"))
+        data = path.read_bytes()
+    except (OSError, ValueError):  # no sidecar (killed before it, or an older run): relabelled
+        return None
+    if not isinstance(recorded, dict) or any(recorded.get(k) != v for k, v in identity.items()):
+        return None
+    if recorded.get("shard_sha256") != hashlib.sha256(data).hexdigest():
+        return None
+    try:
+        shard = DocBin().from_bytes(data)
     except Exception:  # a damaged shard is relabelled
         return None
     return shard if len(shard) == expected else None

@@ -20,7 +20,15 @@ on) does not stop the run: it is logged with its file and 1-based line, recorded
 OUTPUT/_errors.jsonl, and counted; the command exits with status 3 at the end if there
 were more bad lines than --max-bad-lines (default 0). OUTPUT/_summary.json has the
 counts, OUTPUT/_manifest.json what the output was made from (a rerun with other input
-files, partition size, model or fields is refused rather than mixed in).
+files, partition size, model or fields is refused rather than mixed in). Each partition's
+metadata also holds the digest of that manifest and of the partition's own input lines:
+a partition made from other input is never kept. A run holds OUTPUT/_lock
+(spacy_maral.inference.lock): a second run into the same folder fails at once.
+
+A document with words the encoder gave no subword (its text passes the encoder's length
+limit even in the smallest window: spacy_maral.pipeline.subwords) is annotated, but
+counted in _summary.json (truncated_documents, words_without_subwords) and listed in
+_errors.jsonl with its id and how many words; --max-bad-lines counts it too.
 """
 import json
 import time
@@ -31,7 +39,15 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 from tqdm import tqdm
 
 from spacy_maral.fileio import atomic_write_text
-from spacy_maral.inference.annotate.inputs import BadLine, Partition, input_files, iter_partitions, iter_units, parse_partition
+from spacy_maral.inference.annotate.inputs import (
+    BadLine,
+    Partition,
+    input_files,
+    iter_partitions,
+    iter_units,
+    parse_partition,
+    partition_digest,
+)
 from spacy_maral.inference.annotate.output import (
     ERRORS,
     PARTITIONS,
@@ -42,7 +58,8 @@ from spacy_maral.inference.annotate.output import (
     write_partition,
 )
 from spacy_maral.inference.annotate.worker import OUTPUT_SCHEMA, annotate_records
-from spacy_maral.inference.runner import model_id, open_output, run_partitions
+from spacy_maral.inference.lock import folder_lock
+from spacy_maral.inference.runner import manifest_digest, model_id, open_output, run_partitions
 from spacy_maral.util import logger
 
 EXIT_BAD_LINES = 3
@@ -57,6 +74,8 @@ class AnnotateStats:
     documents: int = 0
     entities: int = 0
     bad_lines: int = 0
+    truncated_documents: int = 0  # annotated, but with words the encoder gave no subword (_errors.jsonl)
+    words_without_subwords: int = 0
     partitions_written: int = 0
     partitions_kept: int = 0
     seconds: float = 0.0
@@ -106,6 +125,9 @@ def annotate(
     RETURNS (AnnotateStats): the counts; also written to OUTPUT/_summary.json.
     """
     start_time = time.perf_counter()
+    for name, value, least in (("partition_size", partition_size, 1), ("batch_size", batch_size, 1), ("sort_buffer", sort_buffer, 0)):
+        if not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer of at least {least}, not {value!r}")
     output_dir = Path(output_dir)
     files = input_files(input_path, fmt)
     manifest = {
@@ -115,8 +137,21 @@ def annotate(
         ],
         "partition_size": partition_size, "model": model_id(engine.spec.model),
         "text_field": text_field, "id_field": id_field, "scores_key": scores_key,
+        "precision": getattr(engine.spec, "precision", "auto"),
     }
+    with folder_lock(output_dir, run="annotate"):  # one run at a time in a folder
+        return _annotate_owned(engine, files, output_dir, manifest, text_field=text_field, id_field=id_field,
+                               partition_size=partition_size, batch_size=batch_size, sort_buffer=sort_buffer,
+                               scores_key=scores_key, progress=progress, start_time=start_time)
+
+
+def _annotate_owned(
+    engine, files: List[Any], output_dir: Path, manifest: Dict[str, Any], *, text_field: str, id_field: str,
+    partition_size: int, batch_size: int, sort_buffer: int, scores_key: Optional[str], progress: bool, start_time: float,
+) -> AnnotateStats:
+    """annotate's run in a folder it holds the lock of (see annotate for the arguments)."""
     open_output(output_dir, manifest, run="annotate", outputs=PARTITIONS)
+    run_digest = manifest_digest(manifest)
     stats = AnnotateStats(engine=engine.name, n_workers=engine.n_workers)
     file_order = {f.name: i for i, f in enumerate(files)}
     bad_input: Dict[int, List[BadLine]] = {}  # partition -> its unparsable lines, until written
@@ -124,7 +159,11 @@ def annotate(
 
     def note_bad(bad: Sequence[BadLine]) -> None:
         for b in bad:
-            stats.bad_lines += 1
+            if b.truncated:
+                stats.truncated_documents += 1
+                stats.words_without_subwords += b.words
+            else:
+                stats.bad_lines += 1
             if len(stats.first_bad_lines) < LOGGED_BAD_LINES:
                 stats.first_bad_lines.append(str(b))
                 logger.warning("skipped %s", b)
@@ -132,8 +171,9 @@ def annotate(
                     logger.warning("more bad lines are not logged; all are in %s", output_dir / ERRORS)
 
     def finished(part: Partition) -> Optional[Dict[str, Any]]:
-        meta = finished_partition(output_dir, part.index, part.n_lines)
-        if meta is not None and meta.get("bad_lines"):
+        identity = {"manifest_sha256": run_digest, "input_sha256": partition_digest(part)}
+        meta = finished_partition(output_dir, part.index, part.n_lines, identity)
+        if meta is not None and (meta.get("bad_lines") or meta.get("truncated")):
             lines = errors_path(output_dir, part.index).read_text(encoding="utf8").splitlines()
             note_bad([BadLine(**json.loads(line)) for line in lines])
         return meta
@@ -144,15 +184,18 @@ def annotate(
 
     def write(part: Partition, result: Optional[Dict[str, Any]]) -> Dict[str, Any]:
         if result is None:
-            result = {"table": OUTPUT_SCHEMA.empty_table(), "documents": 0, "entities": 0, "bad_lines": []}
+            result = {"table": OUTPUT_SCHEMA.empty_table(), "documents": 0, "entities": 0, "bad_lines": [], "truncated": []}
         else:
             pid = str(result["pid"])
             stats.workers[pid] = max(stats.workers.get(pid, 0.0), result["peak_rss_mb"])
             stats.workers_rss[pid] = result["rss_mb"]
             stats.workers_cpu_s[pid] = round(stats.workers_cpu_s.get(pid, 0.0) + result["cpu_seconds"], 2)
-        bad = sorted(bad_input.pop(part.index) + result["bad_lines"], key=lambda b: (file_order[b.file], b.line))
+        bad = sorted(bad_input.pop(part.index) + result["bad_lines"] + result.get("truncated", []),
+                     key=lambda b: (file_order[b.file], b.line))
         meta = {"partition": part.index, "lines": part.n_lines, "documents": result["documents"],
-                "entities": result["entities"], "bad_lines": len(bad)}
+                "entities": result["entities"], "bad_lines": sum(not b.truncated for b in bad),
+                "truncated": sum(b.truncated for b in bad),
+                "manifest_sha256": run_digest, "input_sha256": partition_digest(part)}
         note_bad(bad)
         write_partition(output_dir, part.index, result["table"], meta, bad)
         return meta

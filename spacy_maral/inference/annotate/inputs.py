@@ -4,10 +4,12 @@ import json
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterable, Iterator, List, Sequence, Tuple, Union
+from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import pyarrow
 import pyarrow.parquet as pq
+
+from spacy_maral.inference.runner import content_digest
 
 FORMATS = ("auto", "text", "jsonl", "parquet")
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -42,12 +44,23 @@ class BadLine:
     line (int): its 1-based line (or row) number.
     reason (str): what is wrong with it.
     unit (str): "line" or "row".
+    id (Optional[str]): the document's id, for a document that was annotated but whose
+        text passed the encoder's limit (None for a skipped line).
+    words (int): how many of its words got no subword from the encoder (0 for a skipped
+        line).
     """
 
     file: str
     line: int
     reason: str
     unit: str = "line"
+    id: Optional[str] = None
+    words: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        """A document annotated with words the encoder gave no subword (not skipped)."""
+        return self.words > 0
 
     def __str__(self) -> str:
         return f"{self.file}, {self.unit} {self.line}: {self.reason}"
@@ -228,3 +241,18 @@ def parse_partition(partition: Partition, text_field: str = "text", id_field: st
         elif parsed is not None:
             records.append(parsed)
     return records, bad
+
+
+def partition_digest(partition: Partition) -> str:
+    """SHA-256 of a partition's input: each line's file name, number and raw content
+    (the bytes of a text or JSONL line, the id and text of a Parquet row). Stored with the
+    partition's output, so that a partition made from other input is never kept.
+
+    partition (Partition): the partition, as read.
+    """
+    def parts() -> Iterator[bytes]:
+        for file, line, raw in partition.units:
+            yield f"{file.name}\n{line}".encode("utf8")
+            yield raw if isinstance(raw, bytes) else json.dumps(list(raw), ensure_ascii=False, default=str).encode("utf8")
+
+    return content_digest(parts())

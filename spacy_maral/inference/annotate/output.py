@@ -29,6 +29,15 @@ def errors_path(output_dir: Path, index: int) -> Path:
     return Path(output_dir) / f"_part-{index:06d}.errors.jsonl"
 
 
+def error_record(bad: BadLine) -> Dict[str, Any]:
+    """A BadLine as a line of the errors file: file, line, reason, unit, and for a
+    document whose words got no subword its id and how many words."""
+    record = asdict(bad)
+    if not bad.truncated:
+        del record["id"], record["words"]
+    return record
+
+
 def write_partition(output_dir: Path, index: int, table: pyarrow.Table, meta: Dict[str, Any], bad: Sequence[BadLine]) -> None:
     """Write one partition: its bad lines (if any), then its Parquet file, each to a
     temporary name renamed into place; the Parquet file comes last, so its presence
@@ -42,7 +51,7 @@ def write_partition(output_dir: Path, index: int, table: pyarrow.Table, meta: Di
     """
     err_file = errors_path(output_dir, index)
     if bad:
-        atomic_write_text(err_file, "".join(json.dumps(asdict(b), ensure_ascii=False) + "\n" for b in bad))
+        atomic_write_text(err_file, "".join(json.dumps(error_record(b), ensure_ascii=False) + "\n" for b in bad))
     elif err_file.exists():
         err_file.unlink()
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta).encode("utf8")})
@@ -50,13 +59,15 @@ def write_partition(output_dir: Path, index: int, table: pyarrow.Table, meta: Di
         pq.write_table(table, f)
 
 
-def finished_partition(output_dir: Path, index: int, n_lines: int) -> Optional[Dict[str, Any]]:
-    """The metadata of partition `index` if it is on disk, complete and of `n_lines`
-    lines (else None: it is (re)written).
+def finished_partition(output_dir: Path, index: int, n_lines: int, identity: Dict[str, str]) -> Optional[Dict[str, Any]]:
+    """The metadata of partition `index` if it is on disk, complete, of `n_lines` lines
+    and made from this input with these settings (else None: it is (re)written).
 
     output_dir (Path): the output directory.
     index (int): the partition's number.
     n_lines (int): how many input lines the partition has in this run.
+    identity (Dict[str, str]): what the partition's metadata must hold to be kept: the
+        run's manifest digest and the partition's input digest.
     """
     path = partition_path(output_dir, index)
     if not path.exists():
@@ -67,7 +78,9 @@ def finished_partition(output_dir: Path, index: int, n_lines: int) -> Optional[D
         return None
     if meta.get("lines") != n_lines or meta.get("partition") != index:
         return None
-    if meta.get("bad_lines") and not errors_path(output_dir, index).exists():
+    if any(meta.get(key) != value for key, value in identity.items()):  # another input's, or older
+        return None
+    if (meta.get("bad_lines") or meta.get("truncated")) and not errors_path(output_dir, index).exists():
         return None
     return meta
 

@@ -8,7 +8,10 @@ from spacy.tokens import Doc
 
 from spacy_maral.inference.annotate.inputs import BadLine, Record
 from spacy_maral.inference.batching import pipe_length_sorted
+from spacy_maral.pipeline.subwords import lost_words
 from spacy_maral.util import logger
+
+Rows = List[Tuple[int, int, str, str, Optional[float]]]
 
 OUTPUT_SCHEMA = pyarrow.schema(
     [
@@ -27,7 +30,7 @@ def default_scores_key(nlp: Language) -> Optional[str]:
     return next((p.spans_key for _, p in nlp.pipeline if isinstance(getattr(p, "spans_key", None), str)), None)
 
 
-def entity_rows(doc: Doc, scores_key: Optional[str]) -> List[Tuple[int, int, str, str, Optional[float]]]:
+def entity_rows(doc: Doc, scores_key: Optional[str]) -> Rows:
     """The entities of a processed Doc as (start, end, text, label, score) rows.
 
     doc (Doc): the Doc, after the pipeline.
@@ -45,7 +48,24 @@ def entity_rows(doc: Doc, scores_key: Optional[str]) -> List[Tuple[int, int, str
     ]
 
 
-def rows_table(ids: List[str], rows: List[List[Tuple[int, int, str, str, Optional[float]]]]) -> pyarrow.Table:
+def doc_result(doc: Doc, scores_key: Optional[str]) -> Tuple[Rows, List[str]]:
+    """A processed Doc's entity rows and the words the encoder gave no subword (they can't
+    be entities: spacy_maral.pipeline.subwords)."""
+    return entity_rows(doc, scores_key), [doc[i].text for i in lost_words(doc)]
+
+
+def truncation_line(record: Record, words: Sequence[str]) -> BadLine:
+    """The errors-file entry of a document with words the encoder gave no subword.
+
+    record (Record): the document's (id, text, file, line).
+    words (Sequence[str]): those words.
+    """
+    shown = ", ".join(repr(w[:40]) for w in words[:5]) + (", ..." if len(words) > 5 else "")
+    return BadLine(record[2], record[3], f"{len(words)} word(s) got no subword from the encoder and can't be entities "
+                   f"(the text passes the encoder's length limit): {shown}", id=record[0], words=len(words))
+
+
+def rows_table(ids: List[str], rows: List[Rows]) -> pyarrow.Table:
     """The output table: one row per entity, documents in order.
 
     ids (List[str]): the document ids.
@@ -82,27 +102,30 @@ def annotate_records(
     scores_key (Optional[str]): doc.spans key with the scores (None: default_scores_key).
     sort_buffer (int): documents sorted together (0 = the whole partition).
     RETURNS (Dict[str, Any]): "table" (pyarrow.Table), "documents", "entities",
-        "bad_lines" (List[BadLine]).
+        "bad_lines" (List[BadLine]) and "truncated" (List[BadLine]: the documents with
+        words the encoder gave no subword, each with its id and number of such words).
     """
     key = scores_key if scores_key is not None else default_scores_key(nlp)
     texts = [r[1] for r in records]
     bad: List[BadLine] = []
     try:
-        rows = list(pipe_length_sorted(nlp, texts, batch_size=batch_size, buffer_size=sort_buffer,
-                                       transform=lambda doc: entity_rows(doc, key)))
+        results = list(pipe_length_sorted(nlp, texts, batch_size=batch_size, buffer_size=sort_buffer,
+                                          transform=lambda doc: doc_result(doc, key)))
     except Exception as batch_err:  # find the documents it fails on
         logger.warning("the pipeline failed on a batch (%s); running the partition's documents one by one", batch_err)
-        rows = []
+        results = []
         for _doc_id, text, file, line in records:
             try:
-                rows.append(entity_rows(nlp(text), key))
+                results.append(doc_result(nlp(text), key))
             except Exception as err:
                 bad.append(BadLine(file, line, f"the pipeline failed: {type(err).__name__}: {err}"))
-                rows.append([])
+                results.append(([], []))
         if len(bad) == len(records) and not _runs_on_plain_text(nlp):  # the pipeline is broken, not the input
             raise batch_err
-    table = rows_table([r[0] for r in records], rows)
-    return {"table": table, "documents": len(records) - len(bad), "entities": table.num_rows, "bad_lines": bad}
+    table = rows_table([r[0] for r in records], [rows for rows, _ in results])
+    truncated = [truncation_line(record, lost) for record, (_, lost) in zip(records, results) if lost]
+    return {"table": table, "documents": len(records) - len(bad), "entities": table.num_rows, "bad_lines": bad,
+            "truncated": truncated}
 
 
 def _runs_on_plain_text(nlp: Language) -> bool:

@@ -33,11 +33,13 @@ def make_engine(
     threads: int = 0,
     gpu_id: int = -1,
     inference_tau: Optional[float] = None,
+    precision: str = "auto",
     nlp=None,
     address: Optional[str] = None,
     num_actors: int = 0,
     cpus_per_actor: int = 1,
     gpus_per_actor: float = 0.0,
+    connect_timeout: float = 60.0,
 ):
     """The engine for a command line's --engine and its options.
 
@@ -48,23 +50,26 @@ def make_engine(
         cpu_count // n_process for several, cpus_per_actor for Ray actors).
     gpu_id (int): local engine: GPU to use (-1 = CPU).
     inference_tau (Optional[float]): override maral_ner's inference_tau.
+    precision (str): the encoder's precision in the workers ("auto", "fp32", "bf16").
     nlp (Optional[Language]): local engine, one process: the pipeline already loaded.
     address (Optional[str]): ray: cluster address ("auto" = the running cluster); None
         starts a local Ray instance for this run.
     num_actors (int): ray: actors (0 = as many as the cluster's CPUs, or GPUs, allow).
     cpus_per_actor (int): ray: CPUs reserved by each actor (and its torch threads).
     gpus_per_actor (float): ray: GPUs reserved by each actor (0 = CPU actors).
+    connect_timeout (float): ray: seconds to reach the cluster at `address` before failing.
     RETURNS: an engine, to be used as a context manager.
     """
     model = str(Path(model).resolve()) if Path(model).exists() else str(model)  # actors may start elsewhere
     if engine == "local":
-        spec = WorkerSpec(model=model, threads=threads, gpu_id=gpu_id, inference_tau=inference_tau)
+        spec = WorkerSpec(model=model, threads=threads, gpu_id=gpu_id, inference_tau=inference_tau, precision=precision)
         if n_process > 1:
             return ProcessEngine(spec, n_process)
         return InProcessEngine(spec, nlp=nlp)
     if engine == "ray":
         if n_process > 1:
             logger.warning("--n-process is for the local engine; the Ray engine runs --num-actors actors")
-        spec = WorkerSpec(model=model, threads=threads, gpu_id=-1, inference_tau=inference_tau)
-        return RayEngine(spec, address=address, num_actors=num_actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor)
+        spec = WorkerSpec(model=model, threads=threads, gpu_id=-1, inference_tau=inference_tau, precision=precision)
+        return RayEngine(spec, address=address, num_actors=num_actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor,
+                         connect_timeout=connect_timeout)
     raise ValueError(f"unknown engine {engine!r}: use 'local' or 'ray'")

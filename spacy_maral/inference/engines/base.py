@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from spacy_maral.inference.threads import set_torch_threads
+from spacy_maral.pipeline.encoder_runtime import load_pipeline
 from spacy_maral.pipeline.maral_ner import find_maral_ner
 
 # a partition's work: task(nlp, payload, **settings) -> result dict
@@ -26,12 +27,15 @@ class WorkerSpec:
     threads (int): torch CPU threads of the worker (0 = leave torch's default).
     gpu_id (int): GPU to run on (-1 = CPU).
     inference_tau (Optional[float]): override maral_ner's inference_tau (pseudo-label).
+    precision (str): the encoder's precision, "auto", "fp32" or "bf16"
+        (spacy_maral.encoder_runtime.v1).
     """
 
     model: str
     threads: int = 0
     gpu_id: int = -1
     inference_tau: Optional[float] = None
+    precision: str = "auto"
 
 
 def peak_rss_mb() -> float:
@@ -58,15 +62,13 @@ class PipelineWorker:
     """
 
     def __init__(self, spec: WorkerSpec, nlp=None) -> None:
-        import spacy
-
         self.spec = spec
         set_torch_threads(spec.threads)
         if spec.gpu_id >= 0:
             from thinc.api import require_gpu
 
             require_gpu(spec.gpu_id)
-        self.nlp = nlp if nlp is not None else spacy.load(spec.model)
+        self.nlp = nlp if nlp is not None else load_pipeline(spec.model, precision=spec.precision)
         if spec.inference_tau is not None:
             find_maral_ner(self.nlp).inference_tau = spec.inference_tau
 

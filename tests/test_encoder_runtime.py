@@ -1,0 +1,153 @@
+"""The encoder runtime (spacy_maral.encoder_runtime.v1): precision chosen at load time and
+never saved, bfloat16 autocast only where the CPU has it, length-sorted sub-batches."""
+import filecmp
+from pathlib import Path
+
+import numpy
+import pytest
+import spacy
+import torch
+from thinc.api import Adam, fix_random_seed
+
+from helpers import assert_same_predictions, build_nlp, make_examples, predictions
+from spacy_maral.pipeline import encoder_runtime
+from spacy_maral.pipeline.encoder_runtime import (
+    encoder_runtime_of,
+    load_pipeline,
+    resolve_precision,
+    runtime_config,
+    set_encoder_runtime,
+)
+
+TEXTS = [
+    "John Smith works for Google in London .",
+    "Paris",
+    "Maria Garcia met the Red Cross team in Paris and then flew back to Madrid with John Smith .",
+    "",
+    "Google .",
+] * 3
+
+
+def _dirs_equal(a: Path, b: Path) -> bool:
+    cmp = filecmp.dircmp(a, b)
+    if cmp.left_only or cmp.right_only or cmp.funny_files:
+        return False
+    _, mismatch, errors = filecmp.cmpfiles(a, b, cmp.common_files, shallow=False)
+    return not mismatch and not errors and all(_dirs_equal(a / d, b / d) for d in cmp.common_dirs)
+
+
+def test_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch) -> None:
+    monkeypatch.setattr(encoder_runtime, "native_bf16", lambda: False)
+    assert resolve_precision("auto") == "fp32"
+    monkeypatch.setattr(encoder_runtime, "native_bf16", lambda: True)
+    assert resolve_precision("auto") == "bf16"
+    assert resolve_precision("auto", on_gpu=True) == "fp32"
+    assert resolve_precision("fp32") == "fp32"
+    with pytest.raises(ValueError, match="precision must be one of"):
+        resolve_precision("int8")
+
+
+def test_a_cpu_without_bf16_runs_fp32(trained_dir, monkeypatch) -> None:
+    """With the capability forced off, "auto" gives exactly the fp32 outputs."""
+    fp32 = load_pipeline(trained_dir, precision="fp32")
+    monkeypatch.setattr(encoder_runtime, "native_bf16", lambda: False)
+    auto = load_pipeline(trained_dir, precision="auto")
+    assert encoder_runtime_of(auto)["running"] == "fp32"
+    a, b = predictions(fp32, TEXTS), predictions(auto, TEXTS)
+    assert [x[:2] for x in a] == [x[:2] for x in b]
+    assert [x[2] for x in a] == [x[2] for x in b]  # bit for bit
+
+
+def test_bf16_runs_under_autocast_and_its_outputs_are_fp32(trained_dir) -> None:
+    nlp = load_pipeline(trained_dir, precision="bf16")
+    assert encoder_runtime_of(nlp)["running"] == "bf16"
+    hf_model = nlp.get_pipe("transformer").model.transformer
+    seen = []
+    handle = hf_model.encoder.layer[0].attention.self.query.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    doc = nlp("John Smith works for Google in London .")
+    handle.remove()
+    assert seen and all(dtype == torch.bfloat16 for dtype in seen)  # the encoder ran in bfloat16
+    assert numpy.asarray(doc._.trf_data.model_output.last_hidden_state).dtype == numpy.float32
+    assert all(p.dtype == torch.float32 for p in hf_model.parameters())  # weights stay fp32
+    scores = doc.spans["maral"].attrs["scores"]
+    assert all(0.0 <= s <= 1.0 for s in scores)
+
+
+def test_saved_under_bf16_reloads_bit_identical_to_a_pipeline_that_never_saw_bf16(trained_dir, tmp_path) -> None:
+    never = load_pipeline(trained_dir, precision="fp32")
+    expected = predictions(never, TEXTS)
+    bf16 = load_pipeline(trained_dir, precision="bf16")
+    predictions(bf16, TEXTS)  # run in bfloat16 first
+    bf16.to_disk(tmp_path / "saved")
+    never.to_disk(tmp_path / "never")
+    # the same weights, all fp32 (torch's files are not byte-stable from save to save)
+    saved_weights = load_pipeline(tmp_path / "saved", precision="fp32").get_pipe("transformer").model.transformer.state_dict()
+    never_weights = load_pipeline(tmp_path / "never", precision="fp32").get_pipe("transformer").model.transformer.state_dict()
+    assert set(saved_weights) == set(never_weights)
+    for key, value in saved_weights.items():
+        assert value.dtype == never_weights[key].dtype and torch.equal(value, never_weights[key]), key
+    assert all(v.dtype in (torch.float32, torch.int64) for v in saved_weights.values())
+    assert _dirs_equal(tmp_path / "saved" / "maral_ner", tmp_path / "never" / "maral_ner")
+    reloaded = load_pipeline(tmp_path / "saved", precision="fp32")
+    got = predictions(reloaded, TEXTS)
+    assert [x[:2] for x in got] == [x[:2] for x in expected]
+    assert [x[2] for x in got] == [x[2] for x in expected]
+
+
+def test_bf16_agrees_with_fp32_on_the_trained_pipeline(trained_dir) -> None:
+    fp32 = predictions(load_pipeline(trained_dir, precision="fp32"), TEXTS)
+    bf16 = predictions(load_pipeline(trained_dir, precision="bf16"), TEXTS)
+    assert [x[0] for x in bf16] == [x[0] for x in fp32]  # the same entities
+    for (_, _, a), (_, _, b) in zip(fp32, bf16):
+        numpy.testing.assert_allclose(a, b, atol=0.05)
+
+
+def test_length_sorted_sub_batches_equal_one_padded_batch(trained_dir) -> None:
+    plain = spacy.load(trained_dir, config=runtime_config("fp32", sort_by_length=False))
+    sorted_ = spacy.load(trained_dir, config=runtime_config("fp32", sort_by_length=True, bucket_rows=2))
+    docs_plain = list(plain.pipe(TEXTS, batch_size=16))
+    docs_sorted = list(sorted_.pipe(TEXTS, batch_size=16))
+    for a, b in zip(docs_plain, docs_sorted):
+        assert [(e.start, e.end, e.label_) for e in a.ents] == [(e.start, e.end, e.label_) for e in b.ents]
+        if len(a):
+            ha = a._.trf_data.model_output.last_hidden_state
+            hb = b._.trf_data.model_output.last_hidden_state
+            width = min(ha.shape[1], hb.shape[1])
+            mask = a._.trf_data.wordpieces.attention_mask[:, :width].astype(bool)
+            numpy.testing.assert_allclose(numpy.asarray(ha)[:, :width][mask], numpy.asarray(hb)[:, :width][mask], rtol=1e-4, atol=1e-5)
+    assert_same_predictions(predictions(plain, TEXTS), predictions(sorted_, TEXTS))
+
+
+def test_the_setting_round_trips_through_the_saved_config(trained_dir, tmp_path) -> None:
+    nlp = spacy.load(trained_dir, config=runtime_config("bf16", bucket_rows=4))
+    nlp.to_disk(tmp_path / "p")
+    again = spacy.load(tmp_path / "p")
+    assert encoder_runtime_of(again) == {"precision": "bf16", "sort_by_length": True, "bucket_rows": 4, "running": "bf16"}
+    overridden = load_pipeline(tmp_path / "p", precision="fp32")
+    assert encoder_runtime_of(overridden)["running"] == "fp32"
+
+
+def test_bf16_training_keeps_fp32_weights_and_learns(tiny_encoder) -> None:
+    nlp = build_nlp(tiny_encoder)
+    set_encoder_runtime(nlp, precision="bf16")
+    fix_random_seed(0)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(0.003)
+    losses = []
+    for step in range(30):
+        step_losses = {}
+        nlp.update(examples, sgd=optimizer, drop=0.0, losses=step_losses)
+        losses.append(step_losses["maral_ner"])
+        if (step + 1) % 10 == 0:
+            nlp.get_pipe("maral_ner").end_epoch()
+    hf_model = nlp.get_pipe("transformer").model.transformer
+    assert all(p.dtype == torch.float32 for p in hf_model.parameters())
+    assert numpy.isfinite(losses).all() and losses[-1] < 0.5 * losses[0]
+
+
+def test_bad_settings_fail_when_the_config_is_resolved(trained_dir) -> None:
+    with pytest.raises(Exception, match="precision must be one of"):
+        spacy.load(trained_dir, config=runtime_config("half"))
+    with pytest.raises(Exception, match="bucket_rows"):
+        spacy.load(trained_dir, config=runtime_config("fp32", bucket_rows=0))
