@@ -260,6 +260,7 @@ def test_rerun_keeps_partitions_and_refuses_other_settings(ruler_dir, tmp_path) 
         run_annotate(ruler_dir, corpus, out, partition_size=10)
 
 
+@pytest.mark.slow
 def test_bad_lines_are_reported_and_do_not_stop_the_run(ruler_dir, tmp_path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     lines = [json.dumps({"id": i, "text": t}) for i, t in enumerate(CORPUS[:6])]

@@ -81,6 +81,7 @@ def test_folder_lock_names_the_holder_and_is_released(tmp_path) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_two_annotate_processes_into_one_folder(tmp_path) -> None:
     """Run A (slow) holds the folder: run B into it fails at once, naming A's pid, and
     writes nothing; A killed, its successor takes the folder over and resumes it."""
@@ -168,6 +169,7 @@ def test_pseudo_label_shards_checked_against_their_input(trained_dir, tmp_path) 
 
 
 # ------------------------------------------------------ 2. a user's folder is never deleted
+@pytest.mark.slow
 def test_export_never_replaces_a_users_folder(ruler_dir, tmp_path) -> None:
     user = tmp_path / "userdir"
     user.mkdir()
@@ -233,6 +235,7 @@ def test_token_dense_text_keeps_every_word(limited_pipeline) -> None:
     assert [d.text for d in nlp.pipe(SENTENCES)] == SENTENCES  # ordinary text: as before
 
 
+@pytest.mark.slow
 def test_words_without_subwords_are_counted_and_listed(limited_pipeline, tmp_path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     texts = token_dense_texts() + ["Paris \u200b Berlin", "Angela Merkel visited Paris ."]

@@ -9,6 +9,8 @@ import spacy
 from conftest import REPO
 from test_project import SAMPLE_DE_TEST_ENTITIES, copy_project, gold_examples, gold_span_means, logit_class_means, min_angle_deg
 
+pytestmark = pytest.mark.slow  # trainings and subprocess runs: make test-fast leaves them out
+
 # ------------------------------------------------------ benchmark quick mode
 
 

@@ -7,6 +7,8 @@ import pytest
 
 from helpers import REPO
 
+pytestmark = pytest.mark.slow  # trainings and subprocess runs: make test-fast leaves them out
+
 
 def test_paired_bootstrap_resamples_evaluate_per_sentence_counts(tmp_path) -> None:
     """benchmarks/scripts/paired_bootstrap.py --eval reads EVAL.per_sentence.json (as `evaluate -o`
