@@ -231,6 +231,19 @@ def test_crlf_trailing_whitespace_no_final_blank_line_and_bom(tmp_path: Path) ->
     assert stats.entities == {"ORG": 1, "PER": 1}
 
 
+def test_lone_cr_line_endings_end_lines(tmp_path: Path) -> None:
+    """Old Mac line endings (a lone CR) end lines, as LF and CRLF do; error lines count them."""
+    path = tmp_path / "cr.conll"
+    path.write_bytes(b"EU\tB-ORG\rrejects\tO\r\rPeter\tB-PER\rBlackburn\tI-PER\r")
+    docs, stats = read(path)
+    assert [d.text for d in docs] == ["EU rejects", "Peter Blackburn"]
+    assert stats.entities == {"ORG": 1, "PER": 1}
+    path.write_bytes(b"EU\tB-ORG\rrejects\tO\r\rPeter\tB-PER\tX\r")
+    with pytest.raises(ConversionError) as info:
+        read(path)
+    assert info.value.line == 4
+
+
 def test_streaming_is_lazy(tmp_path: Path) -> None:
     path = write(tmp_path, "lazy.conll", "A\tO\n\nB\tO\nC\n")  # error on line 4
     docs = read_conll(path, fmt="conll", scheme="iob2")
@@ -277,6 +290,14 @@ def test_latin1_file_is_refused_with_its_line(tmp_path: Path) -> None:
     with pytest.raises(ConversionError) as info:
         read(path)
     assert info.value.line == 3 and "UTF-8" in str(info.value) and "0xf1" in str(info.value)
+
+
+def test_utf16_file_gets_a_utf16_hint(tmp_path: Path) -> None:
+    path = tmp_path / "u16.conll"
+    path.write_bytes("La\tB-LOC\n".encode("utf-16"))
+    with pytest.raises(ConversionError) as info:
+        read(path)
+    assert info.value.line == 1 and "UTF-16" in str(info.value) and "iconv -f utf-16" in str(info.value)
 
 
 @pytest.mark.parametrize("text, line", [("", 1), ("\n\n\n", 3), ("-DOCSTART- -X- O O\n\n", 2)])

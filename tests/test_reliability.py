@@ -313,3 +313,13 @@ def test_pseudo_label_refuses_a_meaningless_inference_tau(tmp_path, tau) -> None
     proc = subprocess.run(cli("pseudo-label", str(tmp_path / "teacher"), str(tmp_path / "t.txt"), str(tmp_path / "out"),
                               "--inference-tau", tau), env=ENV, capture_output=True, text=True)
     assert proc.returncode == 2 and "inference_tau must be a finite number >= 0" in proc.stderr, proc.stderr
+
+
+# ------------------------------------------------------ 6. predict --from-file with garbage
+@pytest.mark.slow
+def test_predict_from_a_garbage_file_is_a_clear_error(ruler_dir, tmp_path) -> None:
+    garbage = tmp_path / "garbage.spacy"
+    garbage.write_bytes(bytes(random.Random(0).getrandbits(8) for _ in range(3000)))
+    proc = subprocess.run(cli("predict", str(ruler_dir), "--from-file", str(garbage)), env=ENV, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr
+    assert "garbage.spacy: not a readable .spacy (DocBin) file" in proc.stderr and "Traceback" not in proc.stderr

@@ -30,7 +30,11 @@ def predict_command(
         raise typer.Exit(code=1) from err
     sentences = list(texts or [])
     if from_file is not None:
-        sentences += [d.text for d in islice(iter_target_docs(from_file, nlp), n)]
+        try:
+            sentences += [d.text for d in islice(iter_target_docs(from_file, nlp), n)]
+        except ValueError as err:  # not a readable corpus: the reader names the file (and line)
+            typer.secho(f"predict: {err}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(code=1) from err
     key = maral_spans_key(nlp)
     typer.echo(f"spacy.load({model!r}): pipes {nlp.pipe_names}")
     for doc in nlp.pipe(sentences):
