@@ -483,3 +483,22 @@ def test_shared_es_test_counts() -> None:
     assert len(stats.repairs) == 1 and "'Calidad'" in stats.repairs[0][1]
     with pytest.raises(ConversionError, match=f"line {stats.repairs[0][0]}:"):
         read(path, strict=True)
+
+
+def test_unwritable_output_is_named_before_the_conversion(tmp_path: Path, monkeypatch) -> None:
+    """The output's problem is named after the output, and found before the input is read
+    (an input with an error on its last line is never reached)."""
+    from spacy_maral.corpora.writer import OutputError
+
+    path = write(tmp_path, "in.conll", "EU\tB-ORG\n\nbad line with too many\tcolumns\tB-PER x\n")
+    (tmp_path / "out.spacy").mkdir()
+    with pytest.raises(OutputError, match=r"out\.spacy: the output is a folder"):
+        convert_file(path, tmp_path / "out.spacy")
+    (tmp_path / "blocked").write_text("a file where a folder should be", encoding="utf8")
+    with pytest.raises(OutputError, match=r"blocked/x\.spacy: can't create its folder"):
+        convert_file(path, tmp_path / "blocked" / "x.spacy")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    monkeypatch.setattr("spacy_maral.corpora.writer.os.access", lambda p, mode: Path(p) != locked)
+    with pytest.raises(OutputError, match=r"locked/x\.spacy: not writable"):
+        convert_file(path, locked / "x.spacy")

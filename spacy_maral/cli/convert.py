@@ -153,12 +153,13 @@ def convert_command(
     from wasabi import msg
 
     from spacy_maral.corpora import ConversionError, convert_file
+    from spacy_maral.corpora.writer import OutputError
 
     output_path = resolve_output(input_path, output)
     start = time.perf_counter()
     try:
         stats = convert_file(input_path, output_path, fmt.value, scheme.value, strict, lang)
-    except ConversionError as err:
+    except (ConversionError, OutputError) as err:
         _fail(str(err))
     except (ValueError, OSError) as err:
         _fail(f"{input_path}: {err}")

@@ -2,6 +2,7 @@
 the written corpus read back and counted), and Docs back to CoNLL lines."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterable
 
@@ -62,6 +63,7 @@ def convert_file(
     back. Raises ConversionError on malformed input, ValueError on a bad fmt, scheme or
     lang.
     """
+    check_writable_output(Path(output_path))
     vocab = _blank_vocab(lang)
     stats = ConversionStats()
     doc_bin = DocBin(store_user_data=False)
@@ -71,6 +73,26 @@ def convert_file(
     stats.written = _count_doc_bin(data, vocab)
     atomic_write_bytes(Path(output_path), data)
     return stats
+
+
+class OutputError(OSError):
+    """The output of a conversion can't be written; the message names the output."""
+
+
+def check_writable_output(path: Path) -> None:
+    """Raise an OutputError naming `path` before any work when the output can't be
+    written there: a folder in its place, or a folder that can't be created or written.
+
+    path (Path): the `.spacy` file to write.
+    """
+    if path.is_dir():
+        raise OutputError(f"{path}: the output is a folder, not a .spacy file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"{path}: can't create its folder ({err.strerror or err})") from err
+    if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise OutputError(f"{path}: not writable (permissions of {path.parent})")
 
 
 def _iob2_tag(token_iob: str, token_type: str) -> str:
