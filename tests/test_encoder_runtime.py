@@ -151,3 +151,25 @@ def test_bad_settings_fail_when_the_config_is_resolved(trained_dir) -> None:
         spacy.load(trained_dir, config=runtime_config("half"))
     with pytest.raises(Exception, match="bucket_rows"):
         spacy.load(trained_dir, config=runtime_config("fp32", bucket_rows=0))
+
+
+def test_truncated_transformer_weights_name_the_file(trained_dir, tmp_path) -> None:
+    import shutil
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(trained_dir, damaged)
+    weights = damaged / "transformer" / "model"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ValueError, match=r"transformer/model: can't load the weights of 'transformer'"):
+        load_pipeline(damaged, precision="fp32")
+
+
+def test_a_pipeline_with_the_runtime_still_pickles(trained_dir) -> None:
+    """nlp.pipe(n_process=N) with the spawn start method (macOS, Windows) pickles the
+    pipeline: the runtime's wrappers are classes, not closures."""
+    import pickle
+
+    nlp = load_pipeline(trained_dir, precision="bf16")
+    again = pickle.loads(pickle.dumps(nlp))
+    assert encoder_runtime_of(again)["precision"] == "bf16"
+    assert_same_predictions(predictions(again, TEXTS), predictions(nlp, TEXTS))

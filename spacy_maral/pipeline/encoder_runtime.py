@@ -22,6 +22,7 @@ loaded, and a pipeline loaded with other settings (`spacy.load(path, config=...)
 `load_pipeline`) runs with those.
 """
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy
@@ -32,7 +33,6 @@ from spacy.language import Language
 from spacy_maral.util import logger, registry
 
 PRECISIONS = ("auto", "fp32", "bf16")
-RUNTIME_KEY = "__maral_runtime__"
 
 
 def native_bf16() -> bool:
@@ -123,6 +123,8 @@ def set_encoder_runtime(nlp: Language, precision: str = "auto", sort_by_length: 
         model = getattr(pipe, "model", None)
         if model is None:
             continue
+        if type(pipe).__name__ == "Transformer":
+            _name_damaged_weights(pipe, name)
         for node in model.walk():
             if isinstance(node, TransformerModel):
                 _wrap_encoder_layer(node.layers[0], settings)
@@ -138,11 +140,36 @@ def encoder_runtime_of(nlp: Language) -> Optional[Dict[str, Any]]:
     for _, pipe in nlp.pipeline:
         for node in getattr(getattr(pipe, "model", None), "walk", lambda: [])():
             if isinstance(node, TransformerModel):
-                settings = getattr(node.layers[0]._func, RUNTIME_KEY, None)
-                if settings is None:
+                forward = node.layers[0]._func
+                if not isinstance(forward, _EncoderForward):
                     return None
+                settings = forward.settings
                 return {**settings, "running": resolve_precision(settings["precision"], _on_gpu(node.layers[0]))}
     return None
+
+
+class _FromDiskNamingTheFile:
+    """A transformer pipe's from_disk that names the file when its weights don't load (a
+    truncated `transformer/model` otherwise says only "Unpack failed: incomplete input").
+    A class, not a closure, so that the pipeline still pickles."""
+
+    def __init__(self, pipe: Any, name: str) -> None:
+        self.pipe = pipe
+        self.name = name
+
+    def __call__(self, path: Any, *, exclude: Any = tuple()) -> Any:
+        try:
+            return type(self.pipe).from_disk(self.pipe, path, exclude=exclude)
+        except (ValueError, OSError, KeyError, EOFError) as err:
+            raise ValueError(
+                f"{Path(path) / 'model'}: can't load the weights of '{self.name}' ({type(err).__name__}: {err}); "
+                "the pipeline directory is damaged or incomplete"
+            ) from err
+
+
+def _name_damaged_weights(pipe: Any, name: str) -> None:
+    if not isinstance(pipe.__dict__.get("from_disk"), _FromDiskNamingTheFile):
+        pipe.from_disk = _FromDiskNamingTheFile(pipe, name)
 
 
 def _on_gpu(layer: Any) -> bool:
@@ -152,27 +179,32 @@ def _on_gpu(layer: Any) -> bool:
         return False
 
 
-def _wrap_encoder_layer(layer: Any, settings: Dict[str, Any]) -> None:
-    """Wrap the forward of spacy-transformers' inner HF layer (once; later calls only
-    change the settings)."""
-    previous = getattr(layer._func, RUNTIME_KEY, None)
-    if previous is not None:
-        previous.update(settings)
-        return
-    inner = layer._func
-    state = dict(settings)
+class _EncoderForward:
+    """The forward of spacy-transformers' inner HF layer under the runtime settings: the
+    encoder's outputs as fp32, bfloat16 autocast when it runs, length-sorted sub-batches
+    at prediction. A class, not a closure, so that the pipeline still pickles."""
 
-    def forward(model: Any, wordpieces: Any, is_train: bool) -> Tuple[Any, Callable]:
-        hf_model = model.shims[0]._model
-        _ensure_fp32_outputs(hf_model)
+    def __init__(self, inner: Callable, settings: Dict[str, Any]) -> None:
+        self.inner = inner
+        self.settings = dict(settings)
+
+    def __call__(self, model: Any, wordpieces: Any, is_train: bool) -> Tuple[Any, Callable]:
+        _ensure_fp32_outputs(model.shims[0]._model)
+        state = self.settings
         bf16 = resolve_precision(state["precision"], _on_gpu(model)) == "bf16"
         with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else nullcontext():
             if not is_train and state["sort_by_length"] and len(wordpieces.strings) > state["bucket_rows"]:
-                return _length_sorted_forward(inner, model, wordpieces, state["bucket_rows"])
-            return inner(model, wordpieces, is_train)
+                return _length_sorted_forward(self.inner, model, wordpieces, state["bucket_rows"])
+            return self.inner(model, wordpieces, is_train)
 
-    setattr(forward, RUNTIME_KEY, state)
-    layer._func = forward
+
+def _wrap_encoder_layer(layer: Any, settings: Dict[str, Any]) -> None:
+    """Wrap the forward of spacy-transformers' inner HF layer (once; later calls only
+    change the settings)."""
+    if isinstance(layer._func, _EncoderForward):
+        layer._func.settings.update(settings)
+    else:
+        layer._func = _EncoderForward(layer._func, settings)
 
 
 def _to_fp32(value: Any) -> Any:
@@ -183,7 +215,7 @@ def _to_fp32(value: Any) -> Any:
     return value
 
 
-def _fp32_output_hook(module: torch.nn.Module, args: Any, output: Any) -> Any:
+def _fp32_output_hook(module: torch.nn.Module, args: Any, output: Any) -> Any:  # a module-level function: it pickles
     """A forward hook: the encoder's floating outputs as fp32 (autocast leaves bfloat16)."""
     if hasattr(output, "keys"):  # a transformers ModelOutput (an OrderedDict)
         for key in list(output.keys()):
