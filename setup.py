@@ -56,7 +56,7 @@ setup(
             "spacy_maral.tokenizer.v1 = spacy_maral.pipeline.tokenizer:create_language_tokenizer",
         ],
         "spacy_readers": [
-            "spacy_maral.AdaptationCorpus.v1 = spacy_maral.training.readers:create_adaptation_corpus",
+            "spacy_maral.AdaptationCorpus.v1 = spacy_maral.training.readers:AdaptationCorpus",
         ],
         "spacy_callbacks": [
             "spacy_maral.configure_encoder.v1 = spacy_maral.training.callbacks:configure_encoder",

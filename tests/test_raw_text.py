@@ -297,7 +297,7 @@ def test_calibrate_cli_stores_the_temperature(trained_dir, trained, tmp_path) ->
 def test_adaptation_corpus_tokenizes_source_raw_text_with_source_rules(tmp_path) -> None:
     from spacy.tokens import DocBin
 
-    from spacy_maral.training.readers import create_adaptation_corpus
+    from spacy_maral.training.readers import AdaptationCorpus
     from spacy_maral.training.stage2.examples import is_target
 
     source = _gold_doc(["Die", "SPD-Fraktion", "tagte", "."], [(1, 2, "ORG")], spaces=[True, True, False, False])
@@ -307,7 +307,7 @@ def test_adaptation_corpus_tokenizes_source_raw_text_with_source_rules(tmp_path)
     nlp = spacy.blank("xx")  # the pipeline's own rules split hyphens
     tokens = {}
     for name, kwargs in {"gold": {}, "xx": {"gold_preproc": False}, "de": {"gold_preproc": False, "source_lang": "de"}}.items():
-        reader = create_adaptation_corpus(tmp_path / "s.spacy", tmp_path / "t.spacy", 1, 1, **kwargs)
+        reader = AdaptationCorpus(tmp_path / "s.spacy", tmp_path / "t.spacy", 1, 1, **kwargs)
         examples = list(reader(nlp))
         src = [eg for eg in examples if not is_target(eg)][0]
         tgt = [eg for eg in examples if is_target(eg)][0]

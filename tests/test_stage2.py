@@ -33,7 +33,7 @@ from spacy_maral.training.callbacks import (
     save_checkpoint,
 )
 from spacy_maral.training.pseudo_label import pseudo_label
-from spacy_maral.training.readers import create_adaptation_corpus, target_subset
+from spacy_maral.training.readers import AdaptationCorpus, target_subset
 from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
 from spacy_maral.training.stage2.examples import is_target, target_index
 from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, SoftLabelStore, attach_soft_labels
@@ -153,7 +153,7 @@ def reader_corpora(tmp_path) -> Tuple[Path, Path]:
 def test_reader_blocks_and_indices(reader_corpora) -> None:
     source, target = reader_corpora
     nlp = spacy.blank("xx")
-    read = create_adaptation_corpus(source, target, source_per_batch=2, target_per_batch=3, seed=0)
+    read = AdaptationCorpus(source, target, source_per_batch=2, target_per_batch=3, seed=0)
     epoch1 = list(read(nlp))
     pattern = [is_target(eg) for eg in epoch1]
     assert pattern == [False, False, True, True, True] * 2 + [False, False, True]
@@ -172,14 +172,14 @@ def test_reader_blocks_and_indices(reader_corpora) -> None:
     indices2 = [target_index(eg) for eg in epoch2 if is_target(eg)]
     assert sorted(indices2) == list(range(7)) and indices2 != indices
     # seeded: a fresh reader repeats the first epoch's order
-    again = create_adaptation_corpus(source, target, source_per_batch=2, target_per_batch=3, seed=0)
+    again = AdaptationCorpus(source, target, source_per_batch=2, target_per_batch=3, seed=0)
     assert [target_index(eg) for eg in again(nlp) if is_target(eg)] == indices
 
 
 def test_reader_source_cycles_when_shorter(reader_corpora) -> None:
     source, target = reader_corpora
     nlp = spacy.blank("xx")
-    read = create_adaptation_corpus(source, target, source_per_batch=5, target_per_batch=1, seed=3)
+    read = AdaptationCorpus(source, target, source_per_batch=5, target_per_batch=1, seed=3)
     examples = list(read(nlp))
     assert len(examples) == 7 * 6
     src = [eg.reference.text.strip() for eg in examples if not is_target(eg)]
@@ -192,7 +192,7 @@ def test_reader_source_cycles_when_shorter(reader_corpora) -> None:
 def test_reader_target_references_carry_no_entities(reader_corpora) -> None:
     source, target = reader_corpora
     nlp = spacy.blank("xx")
-    examples = list(create_adaptation_corpus(source, target, source_per_batch=1, target_per_batch=7)(nlp))
+    examples = list(AdaptationCorpus(source, target, source_per_batch=1, target_per_batch=7)(nlp))
     targets = [eg for eg in examples if is_target(eg)]
     sources = [eg for eg in examples if not is_target(eg)]
     assert len(targets) == 7 and len(sources) == 1
@@ -216,7 +216,7 @@ def test_reader_target_references_carry_no_entities(reader_corpora) -> None:
 def test_reader_max_target_docs(reader_corpora) -> None:
     source, target = reader_corpora
     nlp = spacy.blank("xx")
-    read = create_adaptation_corpus(source, target, source_per_batch=1, target_per_batch=2, max_target_docs=4, seed=5)
+    read = AdaptationCorpus(source, target, source_per_batch=1, target_per_batch=2, max_target_docs=4, seed=5)
     subset = target_subset(7, 4, 5)
     assert subset.tolist() == sorted(subset.tolist()) and len(set(subset.tolist())) == 4
     for _ in range(2):  # two epochs: the same subset, indices 0..3 once each
@@ -238,7 +238,7 @@ def test_reader_reads_a_shard_directory(reader_corpora, tmp_path) -> None:
     write_docbin(shards / "shard-00000.spacy", docs[:4])
     write_docbin(shards / "shard-00001.spacy", docs[4:])
     (shards / "summary.json").write_text("{}", encoding="utf8")
-    targets = [eg for eg in create_adaptation_corpus(source, shards, 1, 7)(nlp) if is_target(eg)]
+    targets = [eg for eg in AdaptationCorpus(source, shards, 1, 7)(nlp) if is_target(eg)]
     assert {target_index(eg): eg.reference.text.strip() for eg in targets} == dict(enumerate(READER_TARGET))
 
 
@@ -246,15 +246,15 @@ def test_reader_errors(reader_corpora, tmp_path) -> None:
     source, target = reader_corpora
     nlp = spacy.blank("xx")
     with pytest.raises(ValueError, match=">= 1"):
-        create_adaptation_corpus(source, target, source_per_batch=0)
+        AdaptationCorpus(source, target, source_per_batch=0)
     with pytest.raises(ValueError, match="does not exist"):
-        list(create_adaptation_corpus(source, tmp_path / "missing.spacy")(nlp))
+        list(AdaptationCorpus(source, tmp_path / "missing.spacy")(nlp))
     (tmp_path / "empty_dir").mkdir()
     with pytest.raises(ValueError, match="no .spacy files"):
-        list(create_adaptation_corpus(source, tmp_path / "empty_dir")(nlp))
+        list(AdaptationCorpus(source, tmp_path / "empty_dir")(nlp))
     empty = write_docbin(tmp_path / "empty.spacy", [])
     with pytest.raises(ValueError, match="target corpus .* is empty"):
-        list(create_adaptation_corpus(source, empty)(nlp))
+        list(AdaptationCorpus(source, empty)(nlp))
 
 
 # --------------------------------------------------------------- pseudo-label

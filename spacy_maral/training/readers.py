@@ -60,7 +60,24 @@ class AdaptationCorpus:
     source sentence and every target sentence of the subset once, for maral_ner's
     initialize (`[initialize.components.maral_ner] adaptation_corpus`).
 
-    See create_adaptation_corpus for the arguments.
+    Registered as `spacy_maral.AdaptationCorpus.v1` (the class is the registered
+    function: its arguments are the config keys):
+
+    source (Path): source-language .spacy corpus with gold entities.
+    target (Path): pseudo-labelled target corpus (.spacy file or a directory of shards
+        written by `python -m spacy_maral pseudo-label`).
+    source_per_batch (int): source sentences before every target group.
+    target_per_batch (int): target sentences per group.
+    max_target_docs (int): use a seeded random subset of this many target sentences
+        (0 = all); scales an epoch to a CPU budget without removing any part of the method.
+    seed (int): random seed of the order and the subset.
+    gold_preproc (bool): train on the source corpus's own tokens (True), or on the
+        tokenization of its raw text (False, as spaCy's Corpus does), the gold entities
+        projected by spaCy's alignment. Target sentences keep the tokens the teacher gave
+        them when it pseudo-labelled the raw text.
+    source_lang (Optional[str]): with gold_preproc false, tokenize the source text with
+        this language's rules (spacy_maral.tokenizer.v1; e.g. "en", as the teacher was
+        trained); None = the pipeline's own tokenizer.
     """
 
     def __init__(
@@ -134,38 +151,8 @@ class AdaptationCorpus:
             yield target_example(target_docs[i], k, nlp)
 
 
-@registry.readers("spacy_maral.AdaptationCorpus.v1")
-def create_adaptation_corpus(
-    source: Path,
-    target: Path,
-    source_per_batch: int = 8,
-    target_per_batch: int = 8,
-    max_target_docs: int = 0,
-    seed: int = 0,
-    gold_preproc: bool = True,
-    source_lang: Optional[str] = None,
-) -> AdaptationCorpus:
-    """Reader of source gold + pseudo-labelled target examples for stage 2.
-
-    source (Path): source-language .spacy corpus with gold entities.
-    target (Path): pseudo-labelled target corpus (.spacy file or a directory of shards
-        written by `python -m spacy_maral pseudo-label`).
-    source_per_batch (int): source sentences before every target group.
-    target_per_batch (int): target sentences per group.
-    max_target_docs (int): use a seeded random subset of this many target sentences
-        (0 = all); scales an epoch to a CPU budget without removing any part of the method.
-    seed (int): random seed of the order and the subset.
-    gold_preproc (bool): train on the source corpus's own tokens (True), or on the
-        tokenization of its raw text (False, as spaCy's Corpus does), the gold entities
-        projected by spaCy's alignment. Target sentences keep the tokens the teacher gave
-        them when it pseudo-labelled the raw text.
-    source_lang (Optional[str]): with gold_preproc false, tokenize the source text with
-        this language's rules (spacy_maral.tokenizer.v1; e.g. "en", as the teacher was
-        trained); None = the pipeline's own tokenizer.
-    RETURNS (AdaptationCorpus): the reader; give the same settings to maral_ner's
-        initialize as `adaptation_corpus = ${corpora.train}`.
-    """
-    return AdaptationCorpus(source, target, source_per_batch, target_per_batch, max_target_docs, seed, gold_preproc, source_lang)
+# The class itself is the registered reader: its arguments are the config keys.
+registry.readers.register("spacy_maral.AdaptationCorpus.v1", func=AdaptationCorpus)
 
 
 def source_example(doc: Doc, nlp: Language, tokenize: Optional[Callable[[str], Doc]] = None) -> Example:
