@@ -35,7 +35,7 @@ setup(
         "dev": ["pytest>=7", "hypothesis>=6", "build>=1.0", "matplotlib>=3.7", "ruff>=0.5"],
         "bench": ["matplotlib>=3.7"],
         # annotate / pseudo-label --engine ray (Ray 2.x needs Python 3.10+ for 2.60)
-        "ray": ["ray>=2.9,<3; python_version >= '3.10'"],
+        "ray": ["ray[data]>=2.9,<3; python_version >= '3.10'"],
     },
     entry_points={
         "spacy_factories": [
