@@ -34,8 +34,9 @@ setup(
         "knn": ["faiss-cpu>=1.7"],
         "dev": ["pytest>=7", "hypothesis>=6", "build>=1.0", "matplotlib>=3.7", "ruff>=0.5"],
         "bench": ["matplotlib>=3.7"],
-        # annotate / pseudo-label --engine ray (Ray 2.x needs Python 3.10+ for 2.60)
-        "ray": ["ray[data]>=2.9,<3; python_version >= '3.10'"],
+        # annotate / pseudo-label --engine ray: Ray Data (override_num_blocks from 2.10; ray_remote_args, for
+        # the actors' restarts, goes in 2.64); Python 3.10+ for 2.60
+        "ray": ["ray[data]>=2.10,<2.64; python_version >= '3.10'"],
     },
     entry_points={
         "spacy_factories": [

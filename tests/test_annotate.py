@@ -68,7 +68,7 @@ def ray_instance():
     """A local Ray instance with 2 CPUs for this module's tests (the engines reuse it)."""
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")  # never a running cluster
     yield ray
     if started:
         ray.shutdown()

@@ -112,7 +112,7 @@ def test_readme_example_runs_on_a_local_ray(trained_dir, tmp_path, predictor) ->
     corpus = [{"id": i, "text": t} for i, t in zip(IDS * 5, TEXTS * 5)]
     (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus), encoding="utf8")
     code = readme_example().replace('"xx_maral_ner"', repr(str(trained_dir)))
-    script = "import ray\nray.init(num_cpus=3, include_dashboard=False, logging_level='WARNING')\n" + code
+    script = "import ray\nray.init(address='local', num_cpus=3, include_dashboard=False, logging_level='WARNING')\n" + code
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"}
     run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -2,9 +2,11 @@
 Parquet entity rows, partition by partition, resumable, with bad lines reported.
 
 - `inputs`: the input files, their partitions and the parsing of each line;
-- `worker`: the task a worker runs on a partition (records -> entity rows);
+- `plan`: the partitions planned from the files' line counts (what a worker reads);
+- `worker`: the pipeline over a partition's records (records -> entity rows);
+- `task`: the whole of one partition on a worker (read, keep or annotate, write);
 - `output`: the partition files, their bad lines and the merged errors file;
-- `driver`: `annotate()`, which runs the partitions on an engine.
+- `driver`: `annotate()`, which plans the partitions and runs them on an engine.
 """
 from spacy_maral.inference.annotate.driver import EXIT_BAD_LINES, AnnotateStats, annotate
 from spacy_maral.inference.annotate.inputs import BadLine, input_files, iter_partitions, iter_units, parse_partition

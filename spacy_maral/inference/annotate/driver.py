@@ -34,32 +34,17 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Union
 
 from tqdm import tqdm
 
 from spacy_maral.fileio import atomic_write_text
-from spacy_maral.inference.annotate.inputs import (
-    BadLine,
-    Partition,
-    input_files,
-    iter_partitions,
-    iter_units,
-    parse_partition,
-    partition_digest,
-)
-from spacy_maral.inference.annotate.output import (
-    ERRORS,
-    PARTITIONS,
-    SUMMARY,
-    errors_path,
-    finished_partition,
-    merge_errors,
-    write_partition,
-)
-from spacy_maral.inference.annotate.worker import OUTPUT_SCHEMA, annotate_records
+from spacy_maral.inference.annotate.inputs import InputFile, input_files
+from spacy_maral.inference.annotate.output import ERRORS, PARTITIONS, SUMMARY, merge_errors
+from spacy_maral.inference.annotate.plan import FileIndex, index_file, plan_partitions
+from spacy_maral.inference.annotate.task import annotate_partition
 from spacy_maral.inference.lock import folder_lock
-from spacy_maral.inference.runner import manifest_digest, model_id, open_output, run_partitions
+from spacy_maral.inference.runner import manifest_digest, model_id, open_output
 from spacy_maral.util import logger
 
 EXIT_BAD_LINES = 3
@@ -149,76 +134,66 @@ def _annotate_owned(
     engine, files: List[Any], output_dir: Path, manifest: Dict[str, Any], *, text_field: str, id_field: str,
     partition_size: int, batch_size: int, sort_buffer: int, scores_key: Optional[str], progress: bool, start_time: float,
 ) -> AnnotateStats:
-    """annotate's run in a folder it holds the lock of (see annotate for the arguments)."""
+    """annotate's run in a folder it holds the lock of (see annotate for the arguments):
+    the partitions are planned from the files' line counts, and each worker reads,
+    annotates and writes its own (spacy_maral.inference.annotate.task); this process only
+    adds up their summaries."""
     open_output(output_dir, manifest, run="annotate", outputs=PARTITIONS)
-    run_digest = manifest_digest(manifest)
     stats = AnnotateStats(engine=engine.name, n_workers=engine.n_workers)
-    file_order = {f.name: i for i, f in enumerate(files)}
-    bad_input: Dict[int, List[BadLine]] = {}  # partition -> its unparsable lines, until written
+    plans = plan_partitions(index_files(engine, files, text_field, id_field), partition_size)
+    settings = dict(output_dir=str(output_dir), run_digest=manifest_digest(manifest), text_field=text_field,
+                    id_field=id_field, batch_size=batch_size, scores_key=scores_key, sort_buffer=sort_buffer)
     bar = tqdm(desc="annotating", unit="line", disable=not progress)
-
-    def note_bad(bad: Sequence[BadLine]) -> None:
-        for b in bad:
-            if b.truncated:
-                stats.truncated_documents += 1
-                stats.words_without_subwords += b.words
-            else:
-                stats.bad_lines += 1
-            if len(stats.first_bad_lines) < LOGGED_BAD_LINES:
-                stats.first_bad_lines.append(str(b))
-                logger.warning("skipped %s", b)
-                if len(stats.first_bad_lines) == LOGGED_BAD_LINES:
-                    logger.warning("more bad lines are not logged; all are in %s", output_dir / ERRORS)
-
-    def finished(part: Partition) -> Optional[Dict[str, Any]]:
-        identity = {"manifest_sha256": run_digest, "input_sha256": partition_digest(part)}
-        meta = finished_partition(output_dir, part.index, part.n_lines, identity)
-        if meta is not None and (meta.get("bad_lines") or meta.get("truncated")):
-            lines = errors_path(output_dir, part.index).read_text(encoding="utf8").splitlines()
-            note_bad([BadLine(**json.loads(line)) for line in lines])
-        return meta
-
-    def prepare(part: Partition) -> Optional[List[Any]]:
-        records, bad_input[part.index] = parse_partition(part, text_field, id_field)
-        return records or None  # None: nothing for a worker to do
-
-    def write(part: Partition, result: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-        if result is None:
-            result = {"table": OUTPUT_SCHEMA.empty_table(), "documents": 0, "entities": 0, "bad_lines": [], "truncated": []}
-        else:
-            pid = str(result["pid"])
-            stats.workers[pid] = max(stats.workers.get(pid, 0.0), result["peak_rss_mb"])
-            stats.workers_rss[pid] = result["rss_mb"]
-            stats.workers_cpu_s[pid] = round(stats.workers_cpu_s.get(pid, 0.0) + result["cpu_seconds"], 2)
-        bad = sorted(bad_input.pop(part.index) + result["bad_lines"] + result.get("truncated", []),
-                     key=lambda b: (file_order[b.file], b.line))
-        meta = {"partition": part.index, "lines": part.n_lines, "documents": result["documents"],
-                "entities": result["entities"], "bad_lines": sum(not b.truncated for b in bad),
-                "truncated": sum(b.truncated for b in bad),
-                "manifest_sha256": run_digest, "input_sha256": partition_digest(part)}
-        note_bad(bad)
-        write_partition(output_dir, part.index, result["table"], meta, bad)
-        return meta
-
-    def on_done(part: Partition, meta: Dict[str, Any], kept: bool) -> None:
-        stats.lines += meta["lines"]
-        stats.documents += meta["documents"]
-        stats.entities += meta["entities"]
-        if kept:
-            stats.partitions_kept += 1
-        else:
-            stats.partitions_written += 1
-        bar.update(meta["lines"])
-
     try:
-        run_partitions(
-            engine, annotate_records, iter_partitions(iter_units(files, text_field, id_field), partition_size),
-            finished=finished, prepare=prepare, write=write, on_done=on_done,
-            batch_size=batch_size, scores_key=scores_key, sort_buffer=sort_buffer,
-        )
+        for _, result in engine.map(annotate_partition, ((plan.index, plan) for plan in plans), **settings):
+            _add(stats, result, output_dir)
+            bar.update(result["meta"]["lines"])
     finally:
         bar.close()
     stats.seconds = round(time.perf_counter() - start_time, 2)
     stats.first_bad_lines = [str(b) for b in merge_errors(output_dir, LOGGED_BAD_LINES)]
     atomic_write_text(output_dir / SUMMARY, json.dumps(stats.to_dict(), indent=2))
     return stats
+
+
+def index_files(engine, files: List[InputFile], text_field: str, id_field: str) -> List[FileIndex]:
+    """Every input file's line count and checkpoints: counted here for the local engines
+    (this machine's files), by Ray tasks on the cluster for the Ray engine."""
+    if getattr(engine, "name", "") != "ray":
+        return [index_file(f, text_field, id_field) for f in files]
+    ray = engine.ray
+    count = ray.remote(num_cpus=1)(index_file)
+    try:
+        return ray.get([count.remote(f, text_field, id_field) for f in files])
+    except ray.exceptions.RayTaskError as err:
+        cause = err.as_instanceof_cause() if hasattr(err, "as_instanceof_cause") else err
+        if isinstance(cause, (ValueError, OSError)):
+            last = str(cause).strip().splitlines()[-1]
+            raise ValueError(last.split(": ", 1)[1] if last.startswith(type(cause).__mro__[1].__name__ + ": ") else last) from err
+        raise
+
+
+def _add(stats: AnnotateStats, result: Dict[str, Any], output_dir: Path) -> None:
+    """Add one partition's summary (annotate_partition's result) to the run's counts."""
+    meta = result["meta"]
+    stats.lines += meta["lines"]
+    stats.documents += meta["documents"]
+    stats.entities += meta["entities"]
+    stats.bad_lines += meta.get("bad_lines", 0)
+    stats.truncated_documents += meta.get("truncated", 0)
+    stats.words_without_subwords += result["words_without_subwords"]
+    if result["kept"]:
+        stats.partitions_kept += 1
+    else:
+        stats.partitions_written += 1
+    if "pid" in result:
+        pid = str(result["pid"])
+        stats.workers[pid] = max(stats.workers.get(pid, 0.0), result["peak_rss_mb"])
+        stats.workers_rss[pid] = result["rss_mb"]
+        stats.workers_cpu_s[pid] = round(stats.workers_cpu_s.get(pid, 0.0) + result["cpu_seconds"], 2)
+    for line in result["first_bad"]:
+        if len(stats.first_bad_lines) < LOGGED_BAD_LINES:
+            stats.first_bad_lines.append(line)
+            logger.warning("skipped %s", line)
+            if len(stats.first_bad_lines) == LOGGED_BAD_LINES:
+                logger.warning("more bad lines are not logged; all are in %s", output_dir / ERRORS)

@@ -140,18 +140,29 @@ def iter_units(files: Sequence[InputFile], text_field: str = "text", id_field: s
                 yield file, line_no, raw
 
 
-def _parquet_rows(file: InputFile, text_field: str, id_field: str) -> Iterator[Tuple[InputFile, int, Any]]:
-    try:
-        reader = pq.ParquetFile(file.path)
-    except (OSError, pyarrow.ArrowInvalid) as err:
-        raise ValueError(f"{file.name}: not a readable Parquet file ({err})") from err
+def parquet_columns(file: InputFile, reader: "pq.ParquetFile", text_field: str, id_field: str) -> List[str]:
+    """The columns annotate reads from a Parquet file (text, then id if there is one);
+    ValueError naming the file when the text column is missing or not a string."""
     names = reader.schema_arrow.names
     if text_field not in names:
         raise ValueError(f"{file.name}: no column {text_field!r} (columns: {names}); choose it with --text-field")
     text_type = reader.schema_arrow.field(text_field).type
     if not (pyarrow.types.is_string(text_type) or pyarrow.types.is_large_string(text_type)):
         raise ValueError(f"{file.name}: column {text_field!r} is {text_type}, not a string column")
-    columns = [text_field] + ([id_field] if id_field in names else [])
+    return [text_field] + ([id_field] if id_field in names else [])
+
+
+def open_parquet(file: InputFile) -> "pq.ParquetFile":
+    """The Parquet file, or a ValueError naming it."""
+    try:
+        return pq.ParquetFile(file.path)
+    except (OSError, pyarrow.ArrowInvalid) as err:
+        raise ValueError(f"{file.name}: not a readable Parquet file ({err})") from err
+
+
+def _parquet_rows(file: InputFile, text_field: str, id_field: str) -> Iterator[Tuple[InputFile, int, Any]]:
+    reader = open_parquet(file)
+    columns = parquet_columns(file, reader, text_field, id_field)
     row = 0
     for batch in reader.iter_batches(batch_size=4096, columns=columns):
         texts = batch.column(0).to_pylist()

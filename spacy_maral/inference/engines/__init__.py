@@ -8,8 +8,8 @@ flight per worker, so the driver's memory does not grow with the corpus:
 
 - `local.InProcessEngine`: one worker in this process (`--engine local`, the default);
 - `local.ProcessEngine`: N worker processes on this machine (`--n-process N`);
-- `ray.RayEngine`: one Ray actor per worker, on a local Ray instance or a cluster
-  (`--engine ray`).
+- `ray.RayEngine`: Ray Data's `map_batches` with an actor pool, on a local Ray
+  instance or a cluster (`--engine ray`).
 
 Every engine runs the same worker code on the same partitions (a partition's batches
 depend on that partition alone), so their outputs are identical.

@@ -1,12 +1,12 @@
-"""The Ray engine: one Ray actor per worker, on a local Ray instance or a cluster.
+"""The Ray engine: a task run on every partition by Ray Data's `map_batches` with an
+actor pool, on a local Ray instance or a cluster.
 
-The batch-inference pattern of Ray Data's `map_batches` with an actor pool: a callable
-class per actor that loads the model once, sized by `num_cpus` / `num_gpus`, with a
-bounded number of batches in flight. Here a "batch" is a whole partition of the
-corpus, and the partitions are read by the driver and sent to the actors through
-Ray's object store (the results come back the same way). So only the driver needs the
-input and output files, a partition keeps a stable name (resume skips it), bad input
-lines are reported with their file and line, and the order inside a partition is kept.
+Each actor (a callable class) loads the pipeline once, sized by `num_cpus` /
+`num_gpus`; the partitions' payloads are small plans (annotate: which lines of which
+files; the worker reads and writes them itself) or, for pseudo-label, the shard's
+DocBin bytes. The results come back to the driver as they finish; the pool starts
+with as many actors as the cluster's nodes can hold (up to `num_actors`), waits at most
+`ready_timeout` for them, and grows to `num_actors` as nodes join.
 
 Ray is optional (`pip install spacy-maral[ray]`); this module imports it lazily and
 says how to install it when it is missing.
@@ -14,17 +14,22 @@ says how to install it when it is missing.
 Every failure ends, with a RuntimeError that says what happened (the partitions already
 written stay): a cluster address that does not answer within `connect_timeout`; actors
 that no node can hold (more CPUs or GPUs per actor than any node has), refused before
-any actor is created; actors that are not ready within `ready_timeout` (e.g. waiting for
-an autoscaler that never adds a node); an actor that dies past its restarts.
+any actor is created; actors not ready within `ready_timeout`; an actor that can't
+load the pipeline, or dies past its restarts.
 """
+import logging
 import os
+import pickle
 import socket
 from dataclasses import asdict
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
+import numpy
+
 from spacy_maral.inference.engines.base import Item, PipelineWorker, Task, WorkerSpec
 from spacy_maral.util import logger
 
+IN_FLIGHT_PER_ACTOR = 2
 RAY_MISSING = (
     "the Ray engine needs the `ray` package: pip install 'spacy-maral[ray]' "
     "(or pip install 'ray>=2.9,<3'), or use --engine local"
@@ -40,39 +45,39 @@ def import_ray():
     return ray
 
 
-class _Actor:
-    """The Ray actor class: a PipelineWorker that also reports its node."""
+class _TaskActor:
+    """Ray Data's callable class: a PipelineWorker that runs one task on each row's
+    payload (rows: "index", "payload" pickled; out: "index", "result" pickled)."""
 
-    def __init__(self, spec_dict: Dict[str, Any]) -> None:
-        spec = WorkerSpec(**spec_dict)
-        self.worker = PipelineWorker(spec)
+    def __init__(self, spec_dict: Dict[str, Any], task: Task, kwargs: Dict[str, Any]) -> None:
+        self.worker = PipelineWorker(WorkerSpec(**spec_dict))
+        self.task = task
+        self.kwargs = kwargs
 
-    def run(self, task: Task, payload: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
-        return self.worker.run(task, payload, **kwargs)
-
-    def ready(self) -> int:
-        return os.getpid()
+    def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
+        results = [pickle.dumps(self.worker.run(self.task, pickle.loads(payload), **self.kwargs))
+                   for payload in batch["payload"]]
+        return {"index": numpy.asarray(batch["index"]), "result": numpy.array(results, dtype=object)}
 
 
 class RayEngine:
-    """Partitions processed by Ray actors.
+    """Partitions processed by a pool of Ray actors through Ray Data.
 
     spec (WorkerSpec): how each actor loads the pipeline (threads 0 = cpus_per_actor).
     address (Optional[str]): the cluster ("auto": the one `ray start` runs on this
-        machine); None starts a local Ray instance
-        with `num_cpus` CPUs for this run and stops it at the end. If Ray is already
-        initialised in this process, that instance is used.
+        machine); None starts a local Ray instance with `num_cpus` CPUs for this run and
+        stops it at the end. If Ray is already initialised in this process, that
+        instance is used.
     num_actors (int): actors (0 = as many as the cluster's free CPUs, or GPUs, allow).
     cpus_per_actor (int): CPUs each actor reserves; its torch threads.
     gpus_per_actor (float): GPUs each actor reserves (0 = none); with GPUs the actors run
         the pipeline on their GPU.
     num_cpus (Optional[int]): CPUs of a local instance (default: num_actors *
         cpus_per_actor, or all of this machine's).
-    in_flight_per_actor (int): partitions queued per actor (2: the next one is there
-        when the current one ends).
     max_retries (int): restarts of a dead actor (and retries of its partition).
     connect_timeout (float): seconds to reach the cluster at `address` before failing.
-    ready_timeout (float): seconds for the actors to start and load the pipeline.
+    ready_timeout (float): seconds for the pool's first actors (as many as the nodes can
+        hold, up to num_actors) to start and load the pipeline before failing.
     """
 
     name = "ray"
@@ -86,7 +91,6 @@ class RayEngine:
         cpus_per_actor: int = 1,
         gpus_per_actor: float = 0.0,
         num_cpus: Optional[int] = None,
-        in_flight_per_actor: int = 2,
         max_retries: int = 2,
         connect_timeout: float = 60.0,
         ready_timeout: float = 600.0,
@@ -103,17 +107,18 @@ class RayEngine:
         self.cpus_per_actor = cpus_per_actor
         self.gpus_per_actor = gpus_per_actor
         self.num_cpus = num_cpus
-        self.in_flight_per_actor = max(1, in_flight_per_actor)
         self.max_retries = max_retries
         self.connect_timeout = float(connect_timeout)
         self.ready_timeout = float(ready_timeout)
-        self.actors: List[Any] = []
+        self.n_actors = 0
+        self.room = 0
+        self.fit_now = 0
         self.started_ray = False
         self.ray = None
 
     @property
     def n_workers(self) -> int:
-        return len(self.actors)
+        return self.n_actors
 
     def __enter__(self) -> "RayEngine":
         ray = self.ray = import_ray()
@@ -136,34 +141,21 @@ class RayEngine:
                     f"{self.gpus_per_actor:g} GPU(s) (the cluster has {ray.cluster_resources()}): lower "
                     f"--cpus-per-actor / --num-gpus-per-actor, or add such a node"
                 )
-            n = self.requested_actors or self._actors_that_fit(ray.available_resources())
+            self.fit_now = self._actors_that_fit(ray.available_resources())
+            n = self.requested_actors or self.fit_now
             if n < 1:
                 raise RuntimeError(
                     f"the Ray cluster has no room for one actor of {self.cpus_per_actor} CPU(s) and "
                     f"{self.gpus_per_actor} GPU(s) (available: {ray.available_resources()})"
                 )
-            fit = self._actors_that_fit(ray.cluster_resources())
-            if n > fit:
+            if n > room:
                 logger.warning(
-                    "%d actors asked for, the cluster has room for %d: the others wait until an autoscaler adds nodes",
-                    n, fit,
+                    "%d actors asked for, the cluster's nodes have room for %d: the pool starts with those and "
+                    "grows if an autoscaler adds nodes", n, room,
                 )
-            actor_class = ray.remote(_Actor).options(
-                num_cpus=self.cpus_per_actor, num_gpus=self.gpus_per_actor,
-                max_restarts=self.max_retries, max_task_retries=self.max_retries,
-            )
-            self.actors = [actor_class.remote(asdict(self.spec)) for _ in range(n)]
-            try:
-                pids = ray.get([a.ready.remote() for a in self.actors], timeout=self.ready_timeout)  # load errors surface here
-            except ray.exceptions.GetTimeoutError as err:
-                raise RuntimeError(
-                    f"the {n} Ray actors were not ready within {self.ready_timeout:g} s (room for {fit} on the "
-                    f"cluster's nodes now; available: {ray.available_resources()}): fewer --num-actors, "
-                    f"or a cluster with free resources"
-                ) from err
-            except ray.exceptions.RayError as err:
-                raise RuntimeError(f"the Ray actors could not load the pipeline {self.spec.model}: {err}") from err
-            logger.info("Ray engine: %d actors (pids %s)", n, pids)
+            self.n_actors = n
+            self.room = room
+            _quiet_ray_data(ray, self.ready_timeout)
         except BaseException:
             self.__exit__()
             raise
@@ -184,55 +176,69 @@ class RayEngine:
         ray = self.ray
         if ray is None:
             return
-        for actor in self.actors:
-            try:
-                ray.kill(actor)
-            except Exception:  # pragma: no cover - already gone
-                pass
-        self.actors = []
         if self.started_ray and ray.is_initialized():
             ray.shutdown()
         self.started_ray = False
 
     def map(self, task: Task, items: Iterable[Item], **kwargs) -> Iterator[Tuple[Any, Dict[str, Any]]]:
-        """Run `task` on every (key, payload) on the actors; yield (key, result) as each
-        finishes (not in input order). Each actor has at most in_flight_per_actor
-        partitions queued; the driver reads the next partition only when one is free.
+        """Run `task` on every (key, payload) on the actor pool; yield (key, result) as each
+        finishes (not in input order). The payloads go to Ray's object store at the start
+        (annotate's are small plans: its workers read their own lines).
 
         task (Task): the partitions' work (PipelineWorker.run).
-        items (Iterable[Item]): (key, payload) pairs, read lazily.
+        items (Iterable[Item]): (key, payload) pairs.
         kwargs: the task's settings.
         """
-        if not self.actors:
+        if self.ray is None or not self.n_actors:
             raise RuntimeError("use the engine as a context manager: with engine: ...")
-        ray = self.ray
-        load = {i: 0 for i in range(len(self.actors))}
-        running: Dict[Any, Tuple[int, Any]] = {}  # ObjectRef -> (actor index, key)
+        import ray.data
 
-        def collect() -> Iterator[Tuple[Any, Dict[str, Any]]]:
-            done, _ = ray.wait(list(running), num_returns=1)
-            for ref in done:
-                actor_index, key = running.pop(ref)
-                load[actor_index] -= 1
-                try:
-                    result = ray.get(ref)
-                except ray.exceptions.RayError as err:  # a worker raised, or died past its restarts
-                    what = "died" if isinstance(err, ray.exceptions.RayActorError) else "failed"
-                    raise RuntimeError(
-                        f"a Ray actor {what} ({type(err).__name__}); finished partitions are kept, "
-                        f"run the command again to resume: {err}"
-                    ) from err
-                yield key, result
+        keys: Dict[int, Any] = {}
+        rows = []
+        for i, (key, payload) in enumerate(items):
+            keys[i] = key
+            rows.append({"index": i, "payload": pickle.dumps(payload)})
+        if not rows:
+            return
+        # two partitions queued per actor (the next one is there when the current one ends;
+        # Ray Data's default of 4 lets the first actor ready take most of a short run)
+        pool = ray.data.ActorPoolStrategy(min_size=max(1, min(self.n_actors, self.room)), max_size=self.n_actors,
+                                          max_tasks_in_flight_per_actor=IN_FLIGHT_PER_ACTOR)
+        ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
+            _TaskActor, fn_constructor_kwargs={"spec_dict": asdict(self.spec), "task": task, "kwargs": kwargs},
+            batch_size=1, compute=pool, num_cpus=self.cpus_per_actor, num_gpus=self.gpus_per_actor or None,
+            max_restarts=self.max_retries, max_task_retries=self.max_retries,
+        )
+        try:
+            for row in ds.iter_rows():
+                yield keys.pop(int(row["index"])), pickle.loads(row["result"])
+        except Exception as err:  # Ray's errors, and Ray Data's UserCodeException around a task's own
+            raise RuntimeError(
+                f"a Ray actor died or its task failed ({type(err).__name__}); finished partitions are kept, "
+                f"run the command again to resume: {_first_line(err)}"
+            ) from err
 
-        for key, payload in items:
-            while min(load.values()) >= self.in_flight_per_actor:
-                yield from collect()
-            actor_index = min(load, key=load.get)
-            ref = self.actors[actor_index].run.remote(task, payload, kwargs)
-            running[ref] = (actor_index, key)
-            load[actor_index] += 1
-        while running:
-            yield from collect()
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else type(err).__name__
+
+
+def _quiet_ray_data(ray: Any, ready_timeout: float) -> None:
+    """Ray Data's own progress bars and execution logs off (the command shows its own),
+    and a bound on its wait for the actor pool's first actors (its default: forever)."""
+    try:
+        import ray.data
+
+        context = ray.data.DataContext.get_current()
+        context.wait_for_min_actors_s = ready_timeout
+        context.enable_progress_bars = False
+        if hasattr(context, "print_on_execution_start"):
+            context.print_on_execution_start = False
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
+    except Exception:  # an older Ray: its defaults stay
+        pass
 
 
 def check_reachable(ray: Any, address: str, timeout: float) -> None:

@@ -1,0 +1,83 @@
+"""annotate's planned partitions: read by their workers from the files, they are the same
+lines (numbers, raw bytes, input digests) as the input cut in order (iter_partitions),
+for any partition size, checkpoint spacing, mix of text / JSONL / Parquet files and
+line endings; a file that changed after planning is an error naming it.
+"""
+import json
+from pathlib import Path
+from typing import List
+
+import pyarrow
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spacy_maral.inference.annotate import plan as plan_module
+from spacy_maral.inference.annotate.inputs import input_files, iter_partitions, iter_units, partition_digest
+from spacy_maral.inference.annotate.plan import index_file, load_partition, plan_partitions
+
+LINE = st.sampled_from([b"Paris is big.\n", b"\n", b"caf\xc3\xa9 Berlin\r\n", b"\xff bad\n", b'{"text": "EU"}\n', b"x"])
+
+
+def write_inputs(folder: Path, files: List[List[bytes]], parquet_rows: List[int]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, lines in enumerate(files):
+        body = b"".join(line if line.endswith(b"\n") or j == len(lines) - 1 else line + b"\n" for j, line in enumerate(lines))
+        (folder / f"f{i}.{'jsonl' if i % 2 else 'txt'}").write_bytes(body)
+    for i, n in enumerate(parquet_rows):
+        table = pyarrow.table({"id": [f"r{k}" for k in range(n)], "text": [f"text {k}" if k % 5 else None for k in range(n)]},
+                              schema=pyarrow.schema([("id", pyarrow.string()), ("text", pyarrow.string())]))
+        pq.write_table(table, folder / f"p{i}.parquet", row_group_size=3)
+
+
+def same_partitions(folder: Path, partition_size: int) -> None:
+    files = input_files(folder)
+    expected = list(iter_partitions(iter_units(files), partition_size))
+    plans = list(plan_partitions([index_file(f) for f in files], partition_size))
+    assert [p.index for p in plans] == [p.index for p in expected]
+    for plan, want in zip(plans, expected):
+        got = load_partition(plan)
+        assert plan.n_lines == want.n_lines
+        assert [(f.name, n, raw) for f, n, raw in got.units] == [(f.name, n, raw) for f, n, raw in want.units]
+        assert partition_digest(got) == partition_digest(want)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    files=st.lists(st.lists(LINE, min_size=0, max_size=30), min_size=1, max_size=4),
+    parquet_rows=st.lists(st.integers(0, 11), max_size=2),
+    partition_size=st.integers(1, 17),
+    checkpoint=st.integers(1, 9),
+)
+def test_planned_partitions_are_the_input_cut_in_order(tmp_path_factory, monkeypatch, files, parquet_rows,
+                                                        partition_size, checkpoint) -> None:
+    monkeypatch.setattr(plan_module, "CHECKPOINT_LINES", checkpoint)
+    folder = tmp_path_factory.mktemp("inputs")
+    write_inputs(folder, files, parquet_rows)
+    same_partitions(folder, partition_size)
+
+
+def test_a_file_that_shrank_after_planning_is_named(tmp_path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("one\ntwo\nthree\n", encoding="utf8")
+    [plan] = plan_partitions([index_file(input_files(path)[0])], 10)
+    path.write_text("one\n", encoding="utf8")
+    with pytest.raises(ValueError, match=r"a.txt: has 1 lines, not the 3"):
+        load_partition(plan)
+
+
+def test_a_parquet_file_without_the_text_column_fails_when_planned(tmp_path) -> None:
+    pq.write_table(pyarrow.table({"body": ["x"]}), tmp_path / "a.parquet")
+    with pytest.raises(ValueError, match=r"a.parquet: no column 'text'"):
+        index_file(input_files(tmp_path / "a.parquet")[0])
+
+
+def test_checkpoints_let_a_worker_start_near_its_lines(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(plan_module, "CHECKPOINT_LINES", 4)
+    path = tmp_path / "a.jsonl"
+    path.write_text("".join(json.dumps({"text": f"t{i}"}) + "\n" for i in range(10)), encoding="utf8")
+    plans = list(plan_partitions([index_file(input_files(path)[0])], 6))
+    second = plans[1].segments[0]
+    assert (second.first, second.count, second.offset_line) == (7, 4, 5)
+    assert second.offset == len("".join(json.dumps({"text": f"t{i}"}) + "\n" for i in range(4)).encode())
