@@ -5,7 +5,7 @@
 #   make all       set up, then `spacy project run all` in project/: build the offline
 #                  encoder, convert the sample corpus, train the teacher (stage 1),
 #                  pseudo-label the target text, adapt (stage 2), evaluate, package and
-#                  install xx_maral_ner (about 15 min on 2 CPU cores). VARS="--vars.x y"
+#                  install xx_maral_ner (about 9 min on 2 CPU cores with bf16). VARS="--vars.x y"
 #   make conll     the same workflow on CoNLL data: DATA=folder with LANG/{train,dev,test}.conll
 #   make benchmark the benchmark project (benchmarks/project.yml) on CoNLL data
 SHELL := /bin/bash

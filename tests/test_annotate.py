@@ -227,6 +227,9 @@ def test_ray_and_local_processes_equal_the_local_engine(trained_dir, tmp_path, r
     # two local worker processes: the same rows
     two = run_annotate(trained_dir, corpus, tmp_path / "two", n_process=2, **settings)
     assert two.n_workers == 2 and table_of(tmp_path / "two").equals(reference)
+    # the input as a URI (pyarrow's filesystem: what s3:// and gs:// go through), read by the actors
+    by_uri = run_annotate(trained_dir, corpus.resolve().as_uri(), tmp_path / "uri", engine="ray", num_actors=2, **settings)
+    assert by_uri.documents == len(CORPUS) and table_of(tmp_path / "uri").equals(reference)
 
 
 def test_missing_ray_is_a_clear_error(trained_dir, monkeypatch) -> None:

@@ -41,6 +41,11 @@ def same_partitions(folder: Path, partition_size: int) -> None:
         assert plan.n_lines == want.n_lines
         assert [(f.name, n, raw) for f, n, raw in got.units] == [(f.name, n, raw) for f, n, raw in want.units]
         assert partition_digest(got) == partition_digest(want)
+    # the same folder as a URI, read through pyarrow's filesystem: the same partitions
+    by_uri = input_files(folder.resolve().as_uri())
+    assert [(f.name, f.format) for f in by_uri] == [(f.name, f.format) for f in files] and all(f.fs is not None for f in by_uri)
+    for plan, want in zip(plan_partitions([index_file(f) for f in by_uri], partition_size), expected):
+        assert partition_digest(load_partition(plan)) == partition_digest(want)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -56,6 +61,14 @@ def test_planned_partitions_are_the_input_cut_in_order(tmp_path_factory, monkeyp
     folder = tmp_path_factory.mktemp("inputs")
     write_inputs(folder, files, parquet_rows)
     same_partitions(folder, partition_size)
+
+
+def test_a_uri_that_is_missing_or_empty_is_named(tmp_path) -> None:
+    with pytest.raises(ValueError, match="does not exist"):
+        input_files((tmp_path / "nothing").as_uri())
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="has no files"):
+        input_files((tmp_path / "empty").as_uri())
 
 
 def test_a_file_that_shrank_after_planning_is_named(tmp_path) -> None:

@@ -10,7 +10,7 @@ from spacy_maral.cli._app import app, precision_option
 @app.command("annotate")
 def annotate_command(
     model: str = typer.Argument(..., help="Any spaCy pipeline: a directory or an installed package name (e.g. xx_maral_ner)."),
-    input_path: Path = typer.Argument(..., help="Text (one document a line), JSONL ({\"text\": ..., \"id\": ...} a line) or Parquet file, or a directory of them."),
+    input_path: str = typer.Argument(..., help="Text (one document a line), JSONL ({\"text\": ..., \"id\": ...} a line) or Parquet file, or a directory of them; a local path or a URI pyarrow reads (s3://bucket/corpus/, gs://..., hdfs://...)."),
     output_dir: Path = typer.Argument(..., help="Output directory: part-NNNNNN.parquet, one row per entity (id, start, end, text, label, score)."),
     engine: str = typer.Option("local", "--engine", help="local: nlp.pipe on this machine (--n-process workers); ray: Ray actors on a local instance or a cluster."),
     input_format: str = typer.Option("auto", "--format", help="auto (by suffix: .jsonl/.ndjson/.json, .parquet, else text), text, jsonl or parquet."),

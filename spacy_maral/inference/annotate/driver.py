@@ -95,7 +95,8 @@ def annotate(
 
     engine: an engine from spacy_maral.inference.engines.base.make_engine (already entered); its
         spec.model is the pipeline.
-    input_path (Union[str, Path]): a text, JSONL or Parquet file, or a directory of them.
+    input_path (Union[str, Path]): a text, JSONL or Parquet file, or a directory of them: a
+        local path, or a URI of a filesystem pyarrow supports (s3://bucket/corpus/).
     output_dir (Union[str, Path]): the output directory (created; resumed if it holds
         partitions of the same run).
     fmt (str): input format: "auto" (by suffix), "text", "jsonl" or "parquet".
@@ -117,8 +118,8 @@ def annotate(
     files = input_files(input_path, fmt)
     manifest = {
         "inputs": [
-            {"name": f.name, "format": f.format, "bytes": f.path.stat().st_size, "mtime_ns": f.path.stat().st_mtime_ns}
-            for f in files
+            {"name": f.name, "format": f.format, "bytes": size, "mtime_ns": mtime_ns}
+            for f, (size, mtime_ns) in ((f, f.stat()) for f in files)
         ],
         "partition_size": partition_size, "model": model_id(engine.spec.model),
         "text_field": text_field, "id_field": id_field, "scores_key": scores_key,

@@ -1,10 +1,11 @@
 """annotate's input: text, JSONL and Parquet files, cut into partitions of lines, and
 each line parsed into a record or a bad line (file, 1-based line, reason)."""
+import io
 import json
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, BinaryIO, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import pyarrow
 import pyarrow.parquet as pq
@@ -22,18 +23,35 @@ Record = Tuple[str, str, str, int]  # (id, text, file, line)
 class InputFile:
     """One input file.
 
-    path (Path): where it is.
+    path (Union[Path, str]): where it is: a local path, or the path inside `fs`.
     name (str): its name in ids and error messages (relative to the input directory).
     format (str): "text", "jsonl" or "parquet".
+    fs (Any): the pyarrow filesystem that holds it (an input given as a URI: s3://,
+        gs://, hdfs://, file://...), or None for a local path.
     """
 
-    path: Path
+    path: Union[Path, str]
     name: str
     format: str
+    fs: Any = None
 
     @property
     def unit(self) -> str:
         return "row" if self.format == "parquet" else "line"
+
+    def open(self) -> BinaryIO:
+        """The file, opened for reading bytes (seekable)."""
+        if self.fs is None:
+            return Path(self.path).open("rb")
+        return io.BufferedReader(self.fs.open_input_file(str(self.path)))
+
+    def stat(self) -> Tuple[int, int]:
+        """(size in bytes, modification time in ns) of the file."""
+        if self.fs is None:
+            st = Path(self.path).stat()
+            return st.st_size, st.st_mtime_ns
+        info = self.fs.get_file_info(str(self.path))
+        return info.size, info.mtime_ns or 0
 
 
 @dataclass
@@ -105,9 +123,12 @@ def input_files(path: Union[str, Path], fmt: str = "auto") -> List[InputFile]:
     """The input files: `path` itself, or the files under a directory, sorted by path
     (hidden files and files starting with "_" left out).
 
-    path (Union[str, Path]): a file or a directory.
+    path (Union[str, Path]): a file or a directory: a local path, or a URI of any
+        filesystem pyarrow supports (s3://bucket/corpus/, gs://..., file:///...).
     fmt (str): the format of every file, or "auto" (by suffix).
     """
+    if isinstance(path, str) and "://" in path:
+        return _uri_files(path, fmt)
     path = Path(path)
     if path.is_dir():
         files = sorted(
@@ -120,6 +141,31 @@ def input_files(path: Union[str, Path], fmt: str = "auto") -> List[InputFile]:
     if not path.exists():
         raise ValueError(f"the input {path} does not exist")
     return [InputFile(path, path.name, file_format(path, fmt))]
+
+
+def _uri_files(uri: str, fmt: str) -> List[InputFile]:
+    """input_files for a URI, through pyarrow's filesystems."""
+    import pyarrow.fs
+
+    try:
+        fs, root = pyarrow.fs.FileSystem.from_uri(uri)
+        info = fs.get_file_info(root)
+    except (pyarrow.ArrowException, OSError, ValueError) as err:
+        raise ValueError(f"the input {uri} can't be read ({err})") from err
+    if info.type == pyarrow.fs.FileType.NotFound:
+        raise ValueError(f"the input {uri} does not exist")
+    if info.type == pyarrow.fs.FileType.File:
+        name = root.rstrip("/").rsplit("/", 1)[-1]
+        return [InputFile(root, name, file_format(Path(name), fmt), fs)]
+    base = root.rstrip("/") + "/"
+    found = []
+    for entry in fs.get_file_info(pyarrow.fs.FileSelector(root, recursive=True)):
+        relative = entry.path[len(base):] if entry.path.startswith(base) else entry.base_name
+        if entry.type == pyarrow.fs.FileType.File and not any(p.startswith((".", "_")) for p in relative.split("/")):
+            found.append(InputFile(entry.path, relative, file_format(Path(relative), fmt), fs))
+    if not found:
+        raise ValueError(f"the input directory {uri} has no files")
+    return sorted(found, key=lambda f: f.name)
 
 
 def iter_units(files: Sequence[InputFile], text_field: str = "text", id_field: str = "id") -> Iterator[Tuple[InputFile, int, Any]]:
@@ -135,7 +181,7 @@ def iter_units(files: Sequence[InputFile], text_field: str = "text", id_field: s
         if file.format == "parquet":
             yield from _parquet_rows(file, text_field, id_field)
             continue
-        with file.path.open("rb") as f:
+        with file.open() as f:
             for line_no, raw in enumerate(f, start=1):
                 yield file, line_no, raw
 
@@ -155,7 +201,7 @@ def parquet_columns(file: InputFile, reader: "pq.ParquetFile", text_field: str, 
 def open_parquet(file: InputFile) -> "pq.ParquetFile":
     """The Parquet file, or a ValueError naming it."""
     try:
-        return pq.ParquetFile(file.path)
+        return pq.ParquetFile(file.path if file.fs is None else file.fs.open_input_file(str(file.path)))
     except (OSError, pyarrow.ArrowInvalid) as err:
         raise ValueError(f"{file.name}: not a readable Parquet file ({err})") from err
 

@@ -76,7 +76,7 @@ def index_file(file: InputFile, text_field: str = "text", id_field: str = "id") 
         return FileIndex(file, reader.metadata.num_rows)
     checkpoints: List[int] = []
     offset = n = 0
-    with file.path.open("rb") as f:
+    with file.open() as f:
         for raw in f:  # the lines of iter_units: split after b"\n"
             if n % CHECKPOINT_LINES == 0:
                 checkpoints.append(offset)
@@ -121,7 +121,7 @@ def read_segment(segment: Segment, text_field: str = "text", id_field: str = "id
     if file.format == "parquet":
         yield from _parquet_segment(segment, text_field, id_field)
         return
-    with file.path.open("rb") as f:
+    with file.open() as f:
         f.seek(segment.offset)
         line = segment.offset_line
         for raw in f:
