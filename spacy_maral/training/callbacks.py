@@ -98,7 +98,10 @@ def configure_encoder(
 
 @registry.callbacks("spacy_maral.epoch_hook.v1")
 def make_epoch_hook(
-    checkpoint_dir: Optional[str] = None, checkpoint_every: int = 0
+    checkpoint_dir: Optional[str] = None,
+    checkpoint_every: int = 0,
+    snapshot_dir: Optional[str] = None,
+    snapshot_every: int = 0,
 ) -> Callable[[Language, Dict[str, Any]], None]:
     """A [training.before_update] callback: epoch boundaries, checkpoints and resume.
 
@@ -112,7 +115,14 @@ def make_epoch_hook(
     checkpoint_every (int): write the checkpoint every this many steps (0 = never).
         Each checkpoint is written beside the old one and swapped in by renames, so a
         run killed at any moment leaves a complete checkpoint.
+    snapshot_dir (Optional[str]): folder of weight snapshots for checkpoint averaging
+        (`python -m spacy_maral average`): every `snapshot_every` steps the pipeline is
+        saved to SNAPSHOT_DIR/step-NNNNNN (the weights after NNNNNN updates of this
+        process), each written atomically and kept.
+    snapshot_every (int): write a snapshot every this many steps (0 = never).
     """
+    if snapshot_every and not snapshot_dir:
+        raise ValueError("epoch_hook: snapshot_every is set but snapshot_dir is not (where should the snapshots go?)")
     state = {"epoch": 0, "started": False}
 
     def before_update(nlp: Language, info: Dict[str, Any]) -> None:
@@ -131,6 +141,8 @@ def make_epoch_hook(
                     end_epoch()
         if checkpoint_dir and checkpoint_every > 0 and step > 0 and step % checkpoint_every == 0:
             save_checkpoint(nlp, Path(checkpoint_dir))
+        if snapshot_dir and snapshot_every > 0 and step > 0 and step % snapshot_every == 0:
+            save_snapshot(nlp, Path(snapshot_dir), step)
 
     return before_update
 
@@ -158,6 +170,20 @@ def save_checkpoint(nlp: Language, path: Path) -> None:
         nlp.to_disk(tmp)
         (tmp / CHECKPOINT_MARKER).write_text("ok\n", encoding="utf8")
     logger.info("checkpoint written to %s", path)
+
+
+def snapshot_path(snapshot_dir: Path, step: int) -> Path:
+    """Where the snapshot of `step` goes: SNAPSHOT_DIR/step-NNNNNN (sorts by step)."""
+    return Path(snapshot_dir) / f"step-{step:06d}"
+
+
+def save_snapshot(nlp: Language, snapshot_dir: Path, step: int) -> Path:
+    """Save the whole pipeline as the snapshot of `step`, atomically (a loadable pipeline)."""
+    path = snapshot_path(snapshot_dir, step)
+    with replace_dir(path) as tmp:
+        nlp.to_disk(tmp)
+    logger.info("snapshot of step %d written to %s", step, path)
+    return path
 
 
 def load_checkpoint(nlp: Language, path: Path) -> None:

@@ -1,0 +1,41 @@
+"""`python -m spacy_maral average`: the mean of the weights of several pipelines."""
+from pathlib import Path
+from typing import List
+
+import typer
+
+from spacy_maral.cli._app import app
+
+
+@app.command("average")
+def average_command(
+    inputs: List[Path] = typer.Argument(..., help="Two or more pipeline directories of one architecture and label set: the snapshots of a run (its epoch hook's snapshot_dir, e.g. step-*) and its model-last, or runs that started from the same weights. The last one gives everything that is not a weight."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write the averaged pipeline (a new or empty folder, or one this command wrote)."),
+) -> None:
+    """Average the trainable weights of pipelines (checkpoint averaging, model soups).
+
+    Every trainable weight of every pipe is the uniform mean over INPUTS; the
+    configuration, vocabulary, labels, class statistics and adaptation state are those
+    of the last input. Run `calibrate` on the result: averaging changes the scores.
+    """
+    from spacy_maral.fileio import check_replaceable, replace_owned_dir
+    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.training.averaging import average_pipelines
+    from spacy_maral.util import cli_printer
+
+    msg = cli_printer()
+    try:
+        check_replaceable(output, "average --output")  # before any work: a user's folder is never replaced
+        for path in inputs:
+            if not (Path(path) / "config.cfg").is_file():
+                raise ValueError(f"{path} is not a pipeline directory (no config.cfg)")
+        nlp = average_pipelines(
+            inputs,
+            load=lambda p: load_pipeline(p, precision="fp32"),
+            progress=lambda i, n, p: msg.info(f"[{i}/{n}] loading {p}"),
+        )
+    except (OSError, ValueError) as err:
+        msg.fail(f"average failed: {err}", exits=1)
+    with replace_owned_dir(output, "average --output") as tmp:
+        nlp.to_disk(tmp)
+    msg.good(f"the mean of {len(inputs)} pipelines' weights written to {output}")

@@ -1,0 +1,141 @@
+"""Weight averaging of trained pipelines: checkpoint averaging and model soups.
+
+The uniform mean of the weights of several pipelines of one architecture: the
+checkpoints of one run (checkpoint averaging, Schmidt, Vulic and Glavas 2023, "Free
+lunch: robust cross-lingual transfer via model checkpoint averaging") or runs that
+started from the same weights (a "model soup"). Every trainable weight is averaged: the
+torch parameters of each pipe (the transformer's, the span head's) and thinc's own
+parameters. Everything else (the configuration, the vocabulary, the labels, the class
+statistics that maral_ner keeps as buffers, the adaptation state) is the last input's.
+"""
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy
+from spacy.language import Language
+from thinc.api import Model, PyTorchShim
+
+WeightRef = Tuple[Callable[[], numpy.ndarray], Callable[[numpy.ndarray], None]]
+
+
+def pipeline_weights(nlp: Language) -> Dict[str, WeightRef]:
+    """The trainable weights of every pipe, by a name stable across saves and loads.
+
+    nlp (Language): the pipeline.
+    RETURNS (Dict[str, WeightRef]): for each weight, a (read, write) pair of functions:
+        read() gives a float array copy, write(array) sets the weight from an array.
+    """
+    refs: Dict[str, WeightRef] = {}
+    seen = set()
+    for pipe_name, pipe in nlp.pipeline:
+        model = getattr(pipe, "model", None)
+        if not isinstance(model, Model):
+            continue
+        for i, node in enumerate(model.walk()):
+            prefix = f"{pipe_name}/{i}:{node.name}"
+            for name in node.param_names:
+                if node.has_param(name):
+                    refs[f"{prefix}/{name}"] = _thinc_ref(node, name)
+            for j, shim in enumerate(node.shims):
+                if not isinstance(shim, PyTorchShim) or id(shim) in seen:
+                    continue
+                seen.add(id(shim))
+                for pname, param in shim._model.named_parameters():
+                    refs[f"{prefix}/shim{j}/{pname}"] = _torch_ref(param)
+    return refs
+
+
+def _thinc_ref(node: Model, name: str) -> WeightRef:
+    def read() -> numpy.ndarray:
+        return numpy.array(node.ops.to_numpy(node.get_param(name)), copy=True)
+
+    def write(value: numpy.ndarray) -> None:
+        old = node.get_param(name)
+        node.set_param(name, node.ops.asarray(value.astype(old.dtype)))
+
+    return read, write
+
+
+def _torch_ref(param) -> WeightRef:
+    import torch
+
+    def read() -> numpy.ndarray:
+        return param.detach().to("cpu", copy=True).numpy()
+
+    def write(value: numpy.ndarray) -> None:
+        with torch.no_grad():
+            param.copy_(torch.from_numpy(value).to(dtype=param.dtype, device=param.device))
+
+    return read, write
+
+
+def average_pipelines(
+    paths: Sequence[Path],
+    load: Optional[Callable[[Path], Language]] = None,
+    progress: Optional[Callable[[int, int, Path], None]] = None,
+) -> Language:
+    """Load the pipelines at `paths` and return the last one with the mean of all their weights.
+
+    The sums are kept in float64 and rounded once, so weights that are equal in every
+    input (frozen ones) come out unchanged, bit for bit.
+
+    paths (Sequence[Path]): two or more pipeline directories (or one: returned as it is),
+        of the same architecture and labels.
+    load (Optional[Callable[[Path], Language]]): how to load one (default spacy.load).
+    progress (Optional[Callable[[int, int, Path], None]]): called as (i, n, path) before
+        each pipeline is loaded.
+    RETURNS (Language): the last pipeline of `paths`, its weights replaced by the mean.
+    RAISES (ValueError): no paths, or a pipeline whose pipes, labels or weight shapes differ
+        from the last one's (named in the message).
+    """
+    import spacy
+
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise ValueError("average: no pipelines given")
+    load = load or (lambda p: spacy.load(p))
+    n = len(paths)
+    if progress:
+        progress(1, n, paths[-1])
+    base = load(paths[-1])
+    base_refs = pipeline_weights(base)
+    if not base_refs:
+        raise ValueError(f"average: {paths[-1]} has no trainable weights")
+    sums = {key: read().astype(numpy.float64) for key, (read, _) in base_refs.items()}
+    base_labels = _labels(base)
+    for i, path in enumerate(paths[:-1], start=2):
+        if progress:
+            progress(i, n, path)
+        other = load(path)
+        if other.pipe_names != base.pipe_names:
+            raise ValueError(f"average: {path} has the pipes {other.pipe_names}, {paths[-1]} has {base.pipe_names}")
+        if _labels(other) != base_labels:
+            raise ValueError(f"average: the labels of {path} ({_labels(other)}) differ from those of {paths[-1]} ({base_labels})")
+        refs = pipeline_weights(other)
+        if set(refs) != set(base_refs):
+            missing = sorted(set(base_refs) ^ set(refs))[:3]
+            raise ValueError(f"average: {path} has other weights than {paths[-1]} (e.g. {missing}): another architecture")
+        for key, (read, _) in refs.items():
+            value = read()
+            if value.shape != sums[key].shape:
+                raise ValueError(
+                    f"average: the weight {key} of {path} has the shape {value.shape}, "
+                    f"{sums[key].shape} in {paths[-1]}: another architecture"
+                )
+            sums[key] += value
+        del other
+    for key, (read, write) in base_refs.items():
+        write(sums[key] / n)
+    return base
+
+
+def _labels(nlp: Language) -> List[Tuple[str, Tuple[str, ...]]]:
+    """Each pipe's labels, in their order (the order of the class-indexed weights)."""
+    out = []
+    for name, pipe in nlp.pipeline:
+        labels = getattr(pipe, "classes", None)
+        if labels is None:
+            labels = getattr(pipe, "labels", None)
+        if labels is not None:
+            out.append((name, tuple(labels)))
+    return out

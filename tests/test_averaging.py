@@ -1,0 +1,111 @@
+"""Weight averaging (training/averaging.py, `spacy_maral average`) and the epoch hook's snapshots."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy
+import pytest
+import spacy
+import torch
+
+from helpers import REPO, encoder_parameters, predictions
+from spacy_maral.ml.span_ner import get_span_head
+from spacy_maral.training.averaging import average_pipelines
+from spacy_maral.training.callbacks import make_epoch_hook
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+TEXTS = ["Angela Merkel besuchte Paris .", "Siemens baut in Berlin ."]
+
+
+def head_of(nlp):
+    return get_span_head(nlp.get_pipe("maral_ner").model)
+
+
+@pytest.fixture(scope="module")
+def two_checkpoints(trained_dir, tmp_path_factory):
+    """The trained tiny pipeline (A) and a copy whose span head and one encoder layer were
+    moved by known amounts and whose class statistics differ (B)."""
+    work = tmp_path_factory.mktemp("average")
+    nlp = spacy.load(trained_dir)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        head = head_of(nlp)
+        head.projection[0].weight.add_(torch.randn(head.projection[0].weight.shape, generator=generator))
+        head.prev_mean.mul_(0.5)
+        layer = next(p for name, p in encoder_parameters(nlp).items() if name.endswith("attention.self.query.weight"))
+        layer.add_(1.0)
+    nlp.to_disk(work / "b")
+    return trained_dir, work / "b"
+
+
+def test_average_is_the_elementwise_mean(two_checkpoints) -> None:
+    a_dir, b_dir = two_checkpoints
+    a, b = spacy.load(a_dir), spacy.load(b_dir)
+    averaged = average_pipelines([a_dir, b_dir])
+    wa, wb = head_of(a).projection[0].weight, head_of(b).projection[0].weight
+    assert not torch.equal(wa, wb)
+    torch.testing.assert_close(head_of(averaged).projection[0].weight, (wa + wb) / 2, rtol=0, atol=1e-6)
+    # the encoder: the moved layer is the mean (A + 0.5), the others are A's, bit for bit
+    enc_a, enc_avg = encoder_parameters(a), encoder_parameters(averaged)
+    for name, value in enc_avg.items():
+        if name.endswith("attention.self.query.weight") and name == next(
+            n for n in enc_a if n.endswith("attention.self.query.weight")
+        ):
+            torch.testing.assert_close(value, enc_a[name] + 0.5, rtol=0, atol=1e-6)
+        else:
+            assert torch.equal(value, enc_a[name]), name
+    # the class statistics are the last input's (B's), not averaged
+    assert torch.equal(head_of(averaged).prev_mean, head_of(b).prev_mean)
+
+
+def test_averaging_one_pipeline_with_itself_changes_nothing(trained_dir) -> None:
+    before = spacy.load(trained_dir)
+    averaged = average_pipelines([trained_dir, trained_dir, trained_dir])
+    for name, value in encoder_parameters(averaged).items():
+        assert torch.equal(value, encoder_parameters(before)[name]), name
+    for (name, value), (_, old) in zip(head_of(averaged).state_dict().items(), head_of(before).state_dict().items()):
+        assert torch.equal(value, old), name
+    assert predictions(averaged, TEXTS) == predictions(before, TEXTS)
+
+
+def test_average_refuses_other_labels(trained_dir, tmp_path) -> None:
+    nlp = spacy.load(trained_dir)
+    ner = nlp.get_pipe("maral_ner")
+    ner.cfg["labels"] = list(reversed(ner.cfg["labels"]))
+    nlp.to_disk(tmp_path / "other")
+    with pytest.raises(ValueError, match="labels of"):
+        average_pipelines([tmp_path / "other", trained_dir])
+
+
+def test_average_cli_writes_and_never_replaces_a_users_folder(two_checkpoints, tmp_path) -> None:
+    a_dir, b_dir = two_checkpoints
+    cmd = [sys.executable, "-m", "spacy_maral", "average", str(a_dir), str(b_dir), "-o"]
+    out = tmp_path / "avg"
+    proc = subprocess.run(cmd + [str(out)], capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[2/2] loading" in proc.stdout
+    averaged = spacy.load(out)
+    expected = (head_of(spacy.load(a_dir)).projection[0].weight + head_of(spacy.load(b_dir)).projection[0].weight) / 2
+    torch.testing.assert_close(head_of(averaged).projection[0].weight, expected, rtol=0, atol=1e-6)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me", encoding="utf8")
+    proc = subprocess.run(cmd + [str(mine)], capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    assert proc.returncode == 1 and "not empty" in proc.stdout
+    assert (mine / "notes.txt").read_text(encoding="utf8") == "keep me"
+    proc = subprocess.run(cmd[:-2] + [str(tmp_path / "nothing"), "-o", str(tmp_path / "x")], capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    assert proc.returncode == 1 and "nothing" in proc.stdout and "no config.cfg" in proc.stdout
+
+
+def test_epoch_hook_writes_snapshots_every_n_steps(trained, tmp_path) -> None:
+    hook = make_epoch_hook(snapshot_dir=str(tmp_path / "snaps"), snapshot_every=2)
+    for step in range(6):
+        hook(trained.nlp, {"step": step, "epoch": 0})
+    assert sorted(p.name for p in (tmp_path / "snaps").iterdir()) == ["step-000002", "step-000004"]
+    loaded = spacy.load(tmp_path / "snaps" / "step-000004")
+    numpy.testing.assert_array_equal(
+        head_of(loaded).projection[0].weight.detach().numpy(), head_of(trained.nlp).projection[0].weight.detach().numpy()
+    )
+    with pytest.raises(ValueError, match="snapshot_dir"):
+        make_epoch_hook(snapshot_every=2)
