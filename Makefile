@@ -17,6 +17,8 @@ PY := $(VENV)/bin/python
 DATA ?= project/assets
 SOURCE ?= en
 TARGET ?= de
+# the development language: its dev set (DATA/DEV_LANG/dev.conll) calibrates the shipped scores
+DEV_LANG ?= es
 ENCODER ?= encoders/multilingual-e5-small
 STAGE1_STEPS ?= 1800
 STAGE2_STEPS ?= 800
@@ -64,6 +66,7 @@ all: setup
 conll: setup
 	cd project && ../$(PY) -m spacy project run all . --vars.data_dir $(abspath $(DATA)) \
 	  --vars.target_lang $(TARGET) --vars.target_text $(abspath $(DATA))/$(TARGET)/train.conll \
+	  --vars.dev_lang $(DEV_LANG) \
 	  --vars.stage1_steps $(STAGE1_STEPS) --vars.stage2_steps $(STAGE2_STEPS) \
 	  --vars.target_docs $(MAX_TARGET_DOCS) --vars.stage2_epochs $(STAGE2_EPOCHS) \
 	  --vars.pseudo_limit $(PSEUDO_LIMIT) --vars.eval_every $(EVAL_EVERY) --vars.dev_limit $(DEV_LIMIT) $(VARS)

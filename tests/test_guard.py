@@ -9,7 +9,7 @@ import torch
 from spacy.tokens import DocBin
 
 from helpers import build_nlp, make_examples
-from spacy_maral.evaluation.guard import GuardThresholds, check_student, choose, target_agreement
+from spacy_maral.evaluation.guard import GuardThresholds, check_student, choose, drift_figures, target_agreement
 from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.pipeline.maral_ner import find_maral_ner
 
@@ -114,3 +114,26 @@ def test_guard_cli_and_export_package_the_teacher_when_the_student_fails(trained
     assert [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in exported.pipe(texts)] == \
         [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in teacher.pipe(texts)]
     assert exported.config["nlp"]["tokenizer"]["lang"] == "de"
+
+
+def test_drift_figures_by_hand() -> None:
+    # teacher: 2 PER, 1 LOC, 1 ORG; student: 1 PER, 3 LOC, 2 ORG (6 entities)
+    teacher = [[(0, 5, "PER"), (6, 9, "LOC")], [(0, 3, "PER"), (4, 8, "ORG")]]
+    student = [[(0, 5, "PER"), (6, 9, "LOC"), (10, 12, "LOC")], [(0, 3, "LOC"), (4, 8, "ORG"), (9, 11, "ORG")]]
+    figures = drift_figures(teacher, student)
+    assert figures["target_entity_ratio"] == pytest.approx(6 / 4)
+    # |2/4 - 1/6| + |1/4 - 3/6| + |1/4 - 2/6| = 1/3 + 1/4 + 1/12 = 2/3, halved
+    assert figures["target_label_shift"] == pytest.approx(1 / 3)
+    assert drift_figures(teacher, teacher) == {"target_entity_ratio": 1.0, "target_label_shift": 0.0}
+    assert drift_figures([[]], student[:1]) == {"target_entity_ratio": None, "target_label_shift": None}
+    assert drift_figures(teacher, [[], []]) == {"target_entity_ratio": 0.0, "target_label_shift": None}
+
+
+def test_the_report_carries_the_drift_figures(trained, undertrained, dev_docs) -> None:
+    texts = [d.text for d in dev_docs]
+    same = check_student(trained.nlp, trained.nlp, dev_docs, texts)
+    assert same.target_entity_ratio == 1.0 and same.target_label_shift == 0.0
+    report = check_student(trained.nlp, undertrained, dev_docs, texts).to_dict()
+    n_teacher = sum(len(d.ents) for d in trained.nlp.pipe(texts))
+    n_student = sum(len(d.ents) for d in undertrained.pipe(texts))
+    assert report["target_entity_ratio"] == pytest.approx(n_student / n_teacher)

@@ -1,4 +1,4 @@
-"""`python -m spacy_maral calibrate`: fit the entity-score temperature on the source dev set."""
+"""`python -m spacy_maral calibrate`: fit the entity-score temperature on a gold dev set."""
 import json
 from pathlib import Path
 from typing import Optional
@@ -11,7 +11,7 @@ from spacy_maral.cli._app import app, precision_option
 @app.command("calibrate")
 def calibrate_command(
     model: Path = typer.Argument(..., help="Trained pipeline directory with a maral_ner component."),
-    dev_path: Path = typer.Argument(..., help="Gold dev corpus of the source language (.spacy or CoNLL): never a target test set."),
+    dev_path: Path = typer.Argument(..., help="Gold dev corpus (.spacy or CoNLL): a development language's dev set (the workflow's dev_lang) or the source language's; never a test set that a claim reads."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the calibrated pipeline (default: MODEL, replaced atomically)."),
     report: Optional[Path] = typer.Option(None, "--report", help="JSON file with the temperature and the calibration before and after."),
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the dev text with this language's rules while fitting (default: the pipeline's tokenizer); the saved pipeline keeps its own."),

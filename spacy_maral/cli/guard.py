@@ -66,6 +66,13 @@ def guard_command(
         f"source dev F1: teacher {report.teacher_dev_f:.2f}, student {report.student_dev_f:.2f}; "
         f"agreement on the target text {report.agreement_f:.2f}; largest class cosine {report.student_max_class_cosine:.4f}"
     )
+    ratio, shift = report.target_entity_ratio, report.target_label_shift
+    msg.info(
+        "reported, deciding nothing: the student finds "
+        + (f"{ratio:.2f}x the teacher's entities" if ratio is not None else "entities where the teacher found none")
+        + " on the target text"
+        + (f", label distribution {shift:.3f} from the teacher's (total variation)" if shift is not None else "")
+    )
     if report.trusted:
         msg.good("the student passed every check")
     else:

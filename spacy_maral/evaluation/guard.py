@@ -15,13 +15,21 @@ drifts away from anything the teacher knew. None of that needs target tags to be
 - **class-mean collapse**: the largest cosine between two classes' span-vector means on
   the source dev set (`margins.span_class_geometry`); above 0.99 the classes have merged.
 
+Two more figures on the same target sentences are reported and decide nothing: the
+student's entity count over the teacher's (`target_entity_ratio`) and the total
+variation distance between their label distributions (`target_label_shift`), the
+signs of a student that drifted from its teacher (more, or other, entities).
+BENCHMARKS.md says how well each figure predicted, across the runs made, a student that
+did not beat its teacher.
+
 `check_student` returns the verdict with every figure; the workflow writes it as JSON,
 says plainly when the student should not be trusted, and `choose` picks the pipeline to
 package. The thresholds are settings (`GuardThresholds`), fixed before any target test
 set was read; BENCHMARKS.md says where they come from.
 """
+from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -58,6 +66,8 @@ class GuardReport:
     student_max_class_cosine: float
     thresholds: GuardThresholds
     problems: List[str] = field(default_factory=list)
+    target_entity_ratio: Optional[float] = None
+    target_label_shift: Optional[float] = None
 
     @property
     def trusted(self) -> bool:
@@ -69,6 +79,14 @@ class GuardReport:
         return out
 
 
+Entities = List[List[Tuple[int, int, str]]]
+
+
+def target_entities(nlp: Language, texts: Sequence[str], batch_size: int = 64) -> Entities:
+    """The (start_char, end_char, label) entities of each raw text."""
+    return [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in nlp.pipe(texts, batch_size=batch_size)]
+
+
 def target_agreement(teacher: Language, student: Language, texts: Sequence[str], batch_size: int = 64) -> float:
     """Entity-level F1 (points) of the student's entities against the teacher's on raw text.
 
@@ -77,9 +95,33 @@ def target_agreement(teacher: Language, student: Language, texts: Sequence[str],
     texts (Sequence[str]): raw target sentences.
     batch_size (int): texts per nlp.pipe batch.
     """
-    ref = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in teacher.pipe(texts, batch_size=batch_size)]
-    hyp = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in student.pipe(texts, batch_size=batch_size)]
-    return 100.0 * float(char_prf(ref, hyp)["ents_f"])
+    return agreement_f(target_entities(teacher, texts, batch_size), target_entities(student, texts, batch_size))
+
+
+def agreement_f(teacher_ents: Entities, student_ents: Entities) -> float:
+    """Entity-level F1 (points) of the student's entities against the teacher's."""
+    return 100.0 * float(char_prf(teacher_ents, student_ents)["ents_f"])
+
+
+def drift_figures(teacher_ents: Entities, student_ents: Entities) -> Dict[str, Optional[float]]:
+    """How the student's entities on the target text differ from the teacher's, in bulk.
+
+    teacher_ents (Entities): the teacher's entities of each sentence.
+    student_ents (Entities): the student's, of the same sentences.
+    RETURNS (Dict[str, Optional[float]]): "target_entity_ratio", the student's entity
+        count over the teacher's (None when the teacher found none), and
+        "target_label_shift", the total variation distance (0 to 1) between the label
+        distributions of their entities (None when either found none).
+    """
+    teacher_labels = Counter(label for ents in teacher_ents for _, _, label in ents)
+    student_labels = Counter(label for ents in student_ents for _, _, label in ents)
+    n_teacher, n_student = sum(teacher_labels.values()), sum(student_labels.values())
+    ratio = n_student / n_teacher if n_teacher else None
+    shift = None
+    if n_teacher and n_student:
+        labels = set(teacher_labels) | set(student_labels)
+        shift = 0.5 * sum(abs(teacher_labels[x] / n_teacher - student_labels[x] / n_student) for x in labels)
+    return {"target_entity_ratio": ratio, "target_label_shift": shift}
 
 
 def check_student(
@@ -111,8 +153,10 @@ def check_student(
             dev_f[name] = 100.0 * float(scored["ents_f"])
             if name == "student":
                 cosine = float(span_class_geometry(nlp, dev_docs, batch_size=batch_size)["max_cosine"])
-    agreement = target_agreement(teacher, student, target_texts, batch_size=batch_size)
-    report = GuardReport(dev_f["teacher"], dev_f["student"], agreement, cosine, limits)
+    teacher_ents = target_entities(teacher, target_texts, batch_size=batch_size)
+    student_ents = target_entities(student, target_texts, batch_size=batch_size)
+    agreement = agreement_f(teacher_ents, student_ents)
+    report = GuardReport(dev_f["teacher"], dev_f["student"], agreement, cosine, limits, **drift_figures(teacher_ents, student_ents))
     drop = report.teacher_dev_f - report.student_dev_f
     if drop > limits.max_dev_drop:
         report.problems.append(
