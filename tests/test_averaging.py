@@ -88,6 +88,8 @@ def test_average_cli_writes_and_never_replaces_a_users_folder(two_checkpoints, t
     averaged = spacy.load(out)
     expected = (head_of(spacy.load(a_dir)).projection[0].weight + head_of(spacy.load(b_dir)).projection[0].weight) / 2
     torch.testing.assert_close(head_of(averaged).projection[0].weight, expected, rtol=0, atol=1e-6)
+    # the settings are the last input's, the runtime section included
+    assert (out / "config.cfg").read_text(encoding="utf8") == (b_dir / "config.cfg").read_text(encoding="utf8")
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me", encoding="utf8")

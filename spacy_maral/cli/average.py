@@ -19,7 +19,6 @@ def average_command(
     of the last input. Run `calibrate` on the result: averaging changes the scores.
     """
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.training.averaging import average_pipelines
     from spacy_maral.util import cli_printer
 
@@ -29,11 +28,8 @@ def average_command(
         for path in inputs:
             if not (Path(path) / "config.cfg").is_file():
                 raise ValueError(f"{path} is not a pipeline directory (no config.cfg)")
-        nlp = average_pipelines(
-            inputs,
-            load=lambda p: load_pipeline(p, precision="fp32"),
-            progress=lambda i, n, p: msg.info(f"[{i}/{n}] loading {p}"),
-        )
+        # spacy.load as saved: the output keeps the last input's runtime settings
+        nlp = average_pipelines(inputs, progress=lambda i, n, p: msg.info(f"[{i}/{n}] loading {p}"))
     except (OSError, ValueError) as err:
         msg.fail(f"average failed: {err}", exits=1)
     with replace_owned_dir(output, "average --output") as tmp:
