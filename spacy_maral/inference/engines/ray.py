@@ -112,7 +112,6 @@ class RayEngine:
         self.ready_timeout = float(ready_timeout)
         self.n_actors = 0
         self.room = 0
-        self.fit_now = 0
         self.started_ray = False
         self.ray = None
 
@@ -141,8 +140,7 @@ class RayEngine:
                     f"{self.gpus_per_actor:g} GPU(s) (the cluster has {ray.cluster_resources()}): lower "
                     f"--cpus-per-actor / --num-gpus-per-actor, or add such a node"
                 )
-            self.fit_now = self._actors_that_fit(ray.available_resources())
-            n = self.requested_actors or self.fit_now
+            n = self.requested_actors or self._actors_that_fit(ray.available_resources())
             if n < 1:
                 raise RuntimeError(
                     f"the Ray cluster has no room for one actor of {self.cpus_per_actor} CPU(s) and "
