@@ -111,3 +111,25 @@ def test_epoch_hook_writes_snapshots_every_n_steps(trained, tmp_path) -> None:
     )
     with pytest.raises(ValueError, match="snapshot_dir"):
         make_epoch_hook(snapshot_every=2)
+    # the command averages the snapshots from a step on, then the inputs
+    out = tmp_path / "avg"
+    cmd = [sys.executable, "-m", "spacy_maral", "average", "--snapshots", str(tmp_path / "snaps"), "--from-step", "3",
+           str(tmp_path / "snaps" / "step-000002"), "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 snapshot(s)" in proc.stdout and "[2/2] loading" in proc.stdout
+
+
+def test_snapshots_from_picks_steps_in_order(tmp_path) -> None:
+    from spacy_maral.training.averaging import snapshots_from
+
+    for step in (300, 100, 1000, 200):
+        (tmp_path / f"step-{step:06d}").mkdir()
+    (tmp_path / "step-000400.tmp").mkdir()  # not a snapshot
+    (tmp_path / ".step-000500.tmp-x").mkdir()  # a temporary of replace_dir
+    assert [p.name for p in snapshots_from(tmp_path)] == ["step-000100", "step-000200", "step-000300", "step-001000"]
+    assert [p.name for p in snapshots_from(tmp_path, 250)] == ["step-000300", "step-001000"]
+    assert snapshots_from(tmp_path / "missing") == []
+    (tmp_path / "file").write_text("x", encoding="utf8")
+    with pytest.raises(ValueError, match="is a file"):
+        snapshots_from(tmp_path / "file")

@@ -1,6 +1,6 @@
 """`python -m spacy_maral average`: the mean of the weights of several pipelines."""
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 
@@ -11,6 +11,8 @@ from spacy_maral.cli._app import app
 def average_command(
     inputs: List[Path] = typer.Argument(..., help="Two or more pipeline directories of one architecture and label set: the snapshots of a run (its epoch hook's snapshot_dir, e.g. step-*) and its model-last, or runs that started from the same weights. The last one gives everything that is not a weight."),
     output: Path = typer.Option(..., "--output", "-o", help="Where to write the averaged pipeline (a new or empty folder, or one this command wrote)."),
+    snapshots: Optional[Path] = typer.Option(None, "--snapshots", help="A snapshot folder of the epoch hook (snapshot_dir): its step-NNNNNN pipelines from --from-step on are averaged too, before INPUTS, in step order. A missing or empty folder adds none."),
+    from_step: int = typer.Option(0, "--from-step", help="With --snapshots: the first step whose snapshot is averaged."),
 ) -> None:
     """Average the trainable weights of pipelines (checkpoint averaging, model soups).
 
@@ -19,12 +21,16 @@ def average_command(
     of the last input. Run `calibrate` on the result: averaging changes the scores.
     """
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
-    from spacy_maral.training.averaging import average_pipelines
+    from spacy_maral.training.averaging import average_pipelines, snapshots_from
     from spacy_maral.util import cli_printer
 
     msg = cli_printer()
     try:
         check_replaceable(output, "average --output")  # before any work: a user's folder is never replaced
+        if snapshots is not None:
+            found = snapshots_from(snapshots, from_step)
+            msg.info(f"{len(found)} snapshot(s) of {snapshots} from step {from_step} on")
+            inputs = found + list(inputs)
         for path in inputs:
             if not (Path(path) / "config.cfg").is_file():
                 raise ValueError(f"{path} is not a pipeline directory (no config.cfg)")

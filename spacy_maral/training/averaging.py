@@ -129,6 +129,27 @@ def average_pipelines(
     return base
 
 
+def snapshots_from(snapshot_dir: Path, from_step: int = 0) -> List[Path]:
+    """The snapshots (SNAPSHOT_DIR/step-NNNNNN, written by the epoch hook) of step
+    `from_step` and later, in step order; none for a missing folder.
+
+    snapshot_dir (Path): the epoch hook's snapshot_dir.
+    from_step (int): the first step to include.
+    RAISES (ValueError): `snapshot_dir` is a file.
+    """
+    snapshot_dir = Path(snapshot_dir)
+    if snapshot_dir.is_file():
+        raise ValueError(f"--snapshots {snapshot_dir} is a file, not the epoch hook's snapshot folder")
+    if not snapshot_dir.is_dir():
+        return []
+    found = []
+    for path in snapshot_dir.iterdir():
+        name = path.name
+        if path.is_dir() and name.startswith("step-") and name[5:].isdigit() and int(name[5:]) >= from_step:
+            found.append((int(name[5:]), path))
+    return [path for _, path in sorted(found)]
+
+
 def _labels(nlp: Language) -> List[Tuple[str, Tuple[str, ...]]]:
     """Each pipe's labels, in their order (the order of the class-indexed weights)."""
     out = []
