@@ -55,8 +55,12 @@ def test_average_is_the_elementwise_mean(two_checkpoints) -> None:
             torch.testing.assert_close(value, enc_a[name] + 0.5, rtol=0, atol=1e-6)
         else:
             assert torch.equal(value, enc_a[name]), name
-    # the class statistics are the last input's (B's), not averaged
-    assert torch.equal(head_of(averaged).prev_mean, head_of(b).prev_mean)
+    # the class means (the classifier) are the mean of the inputs' class means, as a
+    # finished epoch leaves them (no running means)
+    expected = (head_of(a).class_means() + head_of(b).class_means()) / 2
+    assert not torch.allclose(head_of(a).class_means(), head_of(b).class_means())
+    torch.testing.assert_close(head_of(averaged).class_means(), expected, rtol=0, atol=1e-12)
+    assert float(head_of(averaged).cur_count.sum()) == 0.0
 
 
 def test_averaging_one_pipeline_with_itself_changes_nothing(trained_dir) -> None:
@@ -64,8 +68,9 @@ def test_averaging_one_pipeline_with_itself_changes_nothing(trained_dir) -> None
     averaged = average_pipelines([trained_dir, trained_dir, trained_dir])
     for name, value in encoder_parameters(averaged).items():
         assert torch.equal(value, encoder_parameters(before)[name]), name
-    for (name, value), (_, old) in zip(head_of(averaged).state_dict().items(), head_of(before).state_dict().items()):
+    for (name, value), (_, old) in zip(head_of(averaged).named_parameters(), head_of(before).named_parameters()):
         assert torch.equal(value, old), name
+    torch.testing.assert_close(head_of(averaged).class_means(), head_of(before).class_means(), rtol=0, atol=1e-12)
     assert predictions(averaged, TEXTS) == predictions(before, TEXTS)
 
 

@@ -171,6 +171,16 @@ class SpanHead(torch.nn.Module):
         self.cur_count.index_add_(0, labels, w)
 
     @torch.no_grad()
+    def set_class_means(self, means: torch.Tensor) -> None:
+        """Make `means` (C, d) the class means the logits use, restarting the running means
+        (as at an epoch's end): e.g. the mean of several checkpoints' class means."""
+        if tuple(means.shape) != tuple(self.prev_mean.shape):
+            raise ValueError(f"class means of shape {tuple(means.shape)} given, {tuple(self.prev_mean.shape)} expected")
+        self.prev_mean.copy_(means.to(self.prev_mean.dtype))
+        self.cur_sum.zero_()
+        self.cur_count.zero_()
+
+    @torch.no_grad()
     def end_epoch(self) -> None:
         """Make this epoch's means the previous epoch's and restart the running means."""
         seen = self.cur_count > 0

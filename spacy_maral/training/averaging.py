@@ -5,8 +5,12 @@ checkpoints of one run (checkpoint averaging, Schmidt, Vulic and Glavas 2023, "F
 lunch: robust cross-lingual transfer via model checkpoint averaging") or runs that
 started from the same weights (a "model soup"). Every trainable weight is averaged: the
 torch parameters of each pipe (the transformer's, the span head's) and thinc's own
-parameters. Everything else (the configuration, the vocabulary, the labels, the class
-statistics that maral_ner keeps as buffers, the adaptation state) is the last input's.
+parameters. So are maral_ner's class means, its classifier: they are estimated from
+the span vectors of the weights they were saved with, and the averaged weights need
+the averaged means (with the last checkpoint's means, the averages of one stage-2 run
+lost 2 to 11 F1 on es/dev; with the averaged means they did not: BENCHMARKS.md).
+Everything else (the configuration, the vocabulary, the labels, the adaptation state)
+is the last input's.
 """
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -14,6 +18,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy
 from spacy.language import Language
 from thinc.api import Model, PyTorchShim
+
+from spacy_maral.ml.span_ner import get_span_head
+from spacy_maral.pipeline.maral_ner import MaralNER
 
 WeightRef = Tuple[Callable[[], numpy.ndarray], Callable[[numpy.ndarray], None]]
 
@@ -102,6 +109,7 @@ def average_pipelines(
     if not base_refs:
         raise ValueError(f"average: {paths[-1]} has no trainable weights")
     sums = {key: read().astype(numpy.float64) for key, (read, _) in base_refs.items()}
+    mean_sums = class_means_of(base)
     base_labels = _labels(base)
     for i, path in enumerate(paths[:-1], start=2):
         if progress:
@@ -123,10 +131,30 @@ def average_pipelines(
                     f"{sums[key].shape} in {paths[-1]}: another architecture"
                 )
             sums[key] += value
+        for name, means in class_means_of(other).items():
+            mean_sums[name] += means
         del other
     for key, (read, write) in base_refs.items():
         write(sums[key] / n)
+    set_class_means(base, {name: total / n for name, total in mean_sums.items()})
     return base
+
+
+def class_means_of(nlp: Language) -> Dict[str, numpy.ndarray]:
+    """The class means (C, d, float64) each maral_ner of `nlp` classifies with, by pipe name."""
+    out = {}
+    for name, pipe in nlp.pipeline:
+        if isinstance(pipe, MaralNER) and pipe.model.has_ref("head"):
+            out[name] = get_span_head(pipe.model).class_means().detach().cpu().numpy().astype(numpy.float64)
+    return out
+
+
+def set_class_means(nlp: Language, means: Dict[str, numpy.ndarray]) -> None:
+    """Make `means` the class means of the maral_ner pipes they are named by."""
+    import torch
+
+    for name, value in means.items():
+        get_span_head(nlp.get_pipe(name).model).set_class_means(torch.from_numpy(value))
 
 
 def snapshots_from(snapshot_dir: Path, from_step: int = 0) -> List[Path]:
