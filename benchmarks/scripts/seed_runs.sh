@@ -28,7 +28,9 @@
 # ENCODER (../project/encoders/multilingual-e5-small), GPU (-1), THREADS (1: torch threads
 # a run); the budgets default to the protocol's (a smoke test may shrink them): STEPS1
 # (1800), EVAL1 (450), STEPS2 (800), EVAL2 (200), TARGET_DOCS (800), EPOCHS2 (8),
-# PSEUDO_LIMIT (4000), DEV_LIMIT (1000), TEST_LIMIT (0 = all). TRAIN_ARGS: more
+# PSEUDO_LIMIT (4000), DEV_LIMIT (1000), TEST_LIMIT (0 = all). DEV_LANG (en): the language
+# whose dev set ($CORPUS/DEV_LANG-dev.spacy) calibrates the scores, as the workflow's
+# dev_lang (the amended protocol: es). TRAIN_ARGS: more
 # `spacy train` overrides for both stages (e.g. "--system.gpu_allocator null").
 # Stage-1 seed 0 may be an existing teacher: RUNS/teacher-s0 can be a link to it.
 set -euo pipefail
@@ -43,7 +45,7 @@ GPU=${GPU:--1}
 THREADS=${THREADS:-1}
 STEPS1=${STEPS1:-1800}; EVAL1=${EVAL1:-450}; STEPS2=${STEPS2:-800}; EVAL2=${EVAL2:-200}
 TARGET_DOCS=${TARGET_DOCS:-800}; EPOCHS2=${EPOCHS2:-8}; PSEUDO_LIMIT=${PSEUDO_LIMIT:-4000}
-DEV_LIMIT=${DEV_LIMIT:-1000}; TEST_LIMIT=${TEST_LIMIT:-0}
+DEV_LIMIT=${DEV_LIMIT:-1000}; TEST_LIMIT=${TEST_LIMIT:-0}; DEV_LANG=${DEV_LANG:-en}
 read -r -a TRAIN_EXTRA <<< "${TRAIN_ARGS:-}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
 export PYTHONUNBUFFERED=1
@@ -80,8 +82,8 @@ teacher)
     --output "$OUT" --gpu-id "$GPU" --system.seed "$SEED" \
     --paths.train "$CORPUS/en-train.spacy" --paths.dev "$CORPUS/en-dev.spacy" --paths.encoder "$ENCODER" \
     --paths.log "$OUT.jsonl" --training.max_steps "$STEPS1" --training.eval_frequency "$EVAL1" --corpora.dev.limit "$DEV_LIMIT" "${TRAIN_EXTRA[@]}"
-  $PY -m spacy_maral calibrate "$OUT/model-best" "$CORPUS/en-dev.spacy" --limit "$DEV_LIMIT" --report "$OUT.calibration.json" \
-    --gpu-id "$GPU"
+  $PY -m spacy_maral calibrate "$OUT/model-best" "$CORPUS/$DEV_LANG-dev.spacy" --lang "$DEV_LANG" --limit "$DEV_LIMIT" \
+    --report "$OUT.calibration.json" --gpu-id "$GPU"
   ;;
 pseudo)
   LANG_=$3
@@ -109,7 +111,7 @@ student)
     --corpora.train.max_target_docs "$TARGET_DOCS" --components.maral_ner.adaptation.n_epochs "$EPOCHS2" \
     --training.max_steps "$STEPS2" --training.eval_frequency "$EVAL2" --corpora.dev.limit "$DEV_LIMIT" \
     --nlp.tokenizer.lang "$LANG_" --corpora.train.source_lang en "${EXTRA[@]}" "${TRAIN_EXTRA[@]}"
-  $PY -m spacy_maral calibrate "$OUT/model-last" "$CORPUS/en-dev.spacy" --lang en --limit "$DEV_LIMIT" \
+  $PY -m spacy_maral calibrate "$OUT/model-last" "$CORPUS/$DEV_LANG-dev.spacy" --lang "$DEV_LANG" --limit "$DEV_LIMIT" \
     --report "$OUT.calibration.json" --gpu-id "$GPU"
   $PY -m spacy_maral guard "$RUNS/teacher-s$SEED/model-best" "$OUT/model-last" "$CORPUS/en-dev.spacy" \
     "$(target_text "$LANG_")" --output "$OUT.guard.json" --source-lang en --target-lang "$LANG_" \
