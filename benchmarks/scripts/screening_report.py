@@ -1,14 +1,16 @@
 """Add stage-2 screening rows to a results file, read from the runs' own outputs.
 
     python benchmarks/scripts/screening_report.py RESULTS.json --row NAME EVAL MODEL TIMING GUARD [--row ...]
-        [--teacher-row EVAL MODEL] [--command CMD ...] [--commit SHA]
+        [--teacher-row EVAL MODEL] [--seed N] [--command CMD ...] [--commit SHA]
 
 NAME: the candidate's name in the table. EVAL: the `spacy_maral evaluate -o` JSON of
 es/dev; MODEL: the name the model had there. TIMING: its stage-2 `measure` JSON (wall
 and peak RSS), or "-" when the candidate added no training (e.g. an average of an
 existing run's snapshots). GUARD: its `spacy_maral guard` JSON, or "-". The teacher row
 gives the reference F1; every candidate row says its difference from it. Rows are added
-or replaced by name, in the order given; the table "screening" is rebuilt from all rows.
+or replaced by name, in the order given; the table "screening" (seed 0; "seedN" for
+--seed N) is rebuilt from all rows of that seed, and the table "two_seed_means" from the
+candidates that both seed 0 and seed 1 have (the protocol's rule 3).
 """
 import argparse
 import json
@@ -47,12 +49,14 @@ def main() -> None:
     parser.add_argument("--teacher-row", nargs=2, metavar=("EVAL", "MODEL"))
     parser.add_argument("--command", action="append", default=[], help="a command that made the new rows (recorded)")
     parser.add_argument("--commit", help="the commit the new rows ran on (recorded)")
+    parser.add_argument("--seed", type=int, default=0, help="the seed of the rows (0: the screening)")
     args = parser.parse_args()
     result = json.loads(args.results.read_text(encoding="utf8"))
+    suffix = "" if args.seed == 0 else f"_seed{args.seed}"
     if args.teacher_row:
-        result["teacher_es_dev_raw_f1"] = raw_f1(*args.teacher_row)["es_dev_raw_f1"]
-    teacher_f1 = result["teacher_es_dev_raw_f1"]
-    candidates = result.setdefault("candidates", {})
+        result["teacher_es_dev_raw_f1" + suffix] = raw_f1(*args.teacher_row)["es_dev_raw_f1"]
+    teacher_f1 = result["teacher_es_dev_raw_f1" + suffix]
+    candidates = result.setdefault("candidates" + suffix, {})
     for name, eval_path, model, timing, guard in args.row:
         entry = raw_f1(Path(eval_path), model)
         t = optional_json(timing)
@@ -67,11 +71,20 @@ def main() -> None:
         result["commit"] = args.commit if args.commit in result.get("commit", "") else f"{result.get('commit', '')}, {args.commit}".strip(", ")
     rows = [["teacher (stage 1)", f"{teacher_f1:.2f}", "", "", "", ""]]
     rows += [row_of(name, entry, teacher_f1) for name, entry in candidates.items()]
-    result.setdefault("tables", {})["screening"] = {
-        "columns": ["seed 0, es/dev raw text", "F1", "vs teacher", "stage-2 wall", "stage-2 peak RSS",
+    result.setdefault("tables", {})["screening" if args.seed == 0 else f"seed{args.seed}"] = {
+        "columns": [f"seed {args.seed}, es/dev raw text", "F1", "vs teacher", "stage-2 wall", "stage-2 peak RSS",
                     "guard: agreement / entity ratio / label shift"],
         "rows": rows,
     }
+    both = [name for name in result.get("candidates", {}) if name in result.get("candidates_seed1", {})]
+    if both:
+        means = {name: (result["candidates"][name]["es_dev_raw_f1"] + result["candidates_seed1"][name]["es_dev_raw_f1"]) / 2 for name in both}
+        reference = next(iter(means.values()))  # the first row: the default
+        result["tables"]["two_seed_means"] = {
+            "columns": ["es/dev raw-text F1", "seed 0", "seed 1", "mean", "vs the default"],
+            "rows": [[name, f"{result['candidates'][name]['es_dev_raw_f1']:.2f}", f"{result['candidates_seed1'][name]['es_dev_raw_f1']:.2f}",
+                      f"{means[name]:.2f}", "" if i == 0 else f"{means[name] - reference:+.2f}"] for i, name in enumerate(both)],
+        }
     args.results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
     for row in rows:
         print(" | ".join(row))
