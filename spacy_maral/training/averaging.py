@@ -81,13 +81,15 @@ def average_pipelines(
     load: Optional[Callable[[Path], Language]] = None,
     progress: Optional[Callable[[int, int, Path], None]] = None,
 ) -> Language:
-    """Load the pipelines at `paths` and return the last one with the mean of all their weights.
+    """Load the pipelines at `paths` and return the last one with the mean of all their
+    weights and of maral_ner's class means.
 
     The sums are kept in float64 and rounded once, so weights that are equal in every
-    input (frozen ones) come out unchanged, bit for bit.
+    input (frozen ones) come out unchanged, bit for bit. The class means are left as a
+    finished epoch leaves them (the running means of the next epoch empty).
 
-    paths (Sequence[Path]): two or more pipeline directories (or one: returned as it is),
-        of the same architecture and labels.
+    paths (Sequence[Path]): pipeline directories of the same architecture and labels
+        (one alone: its weights and predictions stay as they are).
     load (Optional[Callable[[Path], Language]]): how to load one (default spacy.load).
     progress (Optional[Callable[[int, int, Path], None]]): called as (i, n, path) before
         each pipeline is loaded.
