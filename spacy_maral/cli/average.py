@@ -16,9 +16,9 @@ def average_command(
 ) -> None:
     """Average the trainable weights of pipelines (checkpoint averaging, model soups).
 
-    Every trainable weight of every pipe is the uniform mean over INPUTS; the
-    configuration, vocabulary, labels, class statistics and adaptation state are those
-    of the last input. Run `calibrate` on the result: averaging changes the scores.
+    Every trainable weight of every pipe, and maral_ner's class means, are the uniform
+    mean over INPUTS; the configuration, vocabulary, labels and adaptation state are
+    those of the last input. Run `calibrate` on the result: averaging changes the scores.
     """
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
     from spacy_maral.training.averaging import average_pipelines, snapshots_from
