@@ -1,6 +1,6 @@
 """Tables of the protocol's seed runs (scripts/seed_runs.sh; docs/protocol.md).
 
-    python scripts/seed_report.py RUNS_DIR [--bootstrap] [--output REPORT.md]
+    python scripts/seed_report.py RUNS_DIR [--bootstrap] [--output REPORT.md] [--json RESULT.json]
 
 Reads RUNS_DIR/eval-s{SEED}-{LANG}[-{VARIANTS}].json (the test sets, read once by
 `seed_runs.sh evaluate`; a student evaluated later on its own has a file of its own),
@@ -12,11 +12,19 @@ bootstrap (2,000 resamples of the per-sentence raw-text counts) of each student 
 the teacher and against self-training (ST), and of W against warm-started self-training
 (ST-W), writing RUNS_DIR/bootstrap-s{SEED}-{LANG}-{A}-vs-{B}.json.
 
-Last, the protocol's choice of the default stage 2 between P and W (docs/protocol.md,
-rule 3), from the guard files alone (no test score):
+Last, where P runs exist, the protocol's choice of the default stage 2 between P and W
+(docs/protocol.md, rule 3), from the guard files alone (no test score):
 more guard passes over the runs wins; on a tie the higher mean en/dev raw-text F1 of
 `model-last`; within 0.5 F1, P. It says which runs are still missing. --output writes the markdown there instead of
 printing it.
+
+--json RESULT.json writes the measurements as a results file of benchmarks/results/
+(`tables.py` builds BENCHMARKS.md's tables from it): "runs" (per seed, language and
+system the raw-text and gold-token scores, the score temperature and ECE of
+{V}-s{SEED}-{LANG}.calibration.json, the test set's ECE and precision at score >= 0.9,
+the guard's figures, stage 2's wall time and peak RSS) and "bootstraps" (every
+bootstrap-*.json). The file's other entries (claim, settings, command, ...) are kept
+where it exists already, so they are written once by hand.
 """
 import json
 import subprocess
@@ -61,7 +69,81 @@ def choose_default(runs: Path, seeds=(0, 1, 2), langs=("de", "es")):
     return winner, lines + [f"- **default: {winner}** ({why})"]
 
 
+def _eval_files(runs: Path) -> list:
+    return sorted(p for p in runs.glob("eval-s*-*.json") if not p.name.endswith(".per_sentence.json"))
+
+
+def _round(x, digits: int = 4):
+    return None if x is None else round(float(x), digits)
+
+
+def run_record(runs: Path, seed: int, lang: str, name: str, result: dict) -> dict:
+    """One system's measurements: its evaluation `result` (of evaluate's JSON), and its
+    calibration, guard and timing files where they exist."""
+    raw = result["raw_text"]
+    record = {"system": name, "seed": seed, "lang": lang, "raw_text_f1": _round(100 * raw["ents_f"]),
+              "gold_tokens_f1": _round(100 * result["ents_f"]), "raw_text_p": _round(100 * raw["ents_p"]),
+              "raw_text_r": _round(100 * raw["ents_r"])}
+    test_cal = raw.get("calibration")
+    if test_cal:
+        record["test_scores"] = {"entities": test_cal["n"], "ece": _round(test_cal["ece"]),
+                                 "precision_at_0.9": _round(test_cal["precision_at_0.9"]),
+                                 "count_at_0.9": test_cal["count_at_0.9"],
+                                 "precision_at_0.5": _round(test_cal["precision_at_0.5"]),
+                                 "count_at_0.5": test_cal["count_at_0.5"]}
+    # a teacher's temperature is fitted once for all its target languages: teacher-s{SEED}.calibration.json
+    cal = load(runs / f"{name}-s{seed}-{lang}.calibration.json") or load(runs / f"{name}-s{seed}.calibration.json")
+    if cal is not None:
+        record["temperature"] = {"dev": Path(cal["dev"]).name, "dev_lang": cal.get("lang"),
+                                 "sentences": cal.get("sentences"), "temperature": _round(cal["temperature"]),
+                                 "dev_ece_before": _round(cal["before"]["ece"]),
+                                 "dev_ece_after": _round(cal["after"]["ece"])}
+    guard = load(runs / f"{name}-s{seed}-{lang}.guard.json")
+    if guard is not None:
+        record["guard"] = {"student_dev_f1": _round(guard["student_dev_f"]), "teacher_dev_f1": _round(guard["teacher_dev_f"]),
+                           "agreement_f1": _round(guard["agreement_f"]),
+                           "max_class_cosine": _round(guard["student_max_class_cosine"]),
+                           "target_entity_ratio": _round(guard.get("target_entity_ratio")),
+                           "target_label_shift": _round(guard.get("target_label_shift")),
+                           "trusted": bool(guard["trusted"])}
+    timing = load(runs / f"{name}-s{seed}-{lang}.timing.json")
+    if timing is not None:
+        record["stage2"] = {"wall_s": round(timing["wall_s"], 1), "peak_rss_gb": round(timing["peak_rss_gb"], 2)}
+    return record
+
+
+def bootstrap_record(path: Path) -> dict:
+    """bootstrap-s{SEED}-{LANG}-{A}-vs-{B}.json as a results entry (A, B may hold '-')."""
+    seed, lang, pair = path.stem[len("bootstrap-s"):].split("-", 2)
+    a, b = pair.split("-vs-")
+    x = load(path)
+    return {"seed": int(seed), "lang": lang, "a": a, "b": b, "sentences": x["sentences"], "samples": x["samples"],
+            "difference": x["difference"], "ci95": x["difference_95ci"], "share_a_better": x[f"share_{a}_better"]}
+
+
+def write_results(runs: Path, out: Path) -> dict:
+    """The measurements of RUNS as the results file OUT (keeping OUT's hand-written entries)."""
+    result = json.loads(out.read_text(encoding="utf8")) if out.exists() else {}
+    records = []
+    for path in _eval_files(runs):
+        seed, lang = int(path.stem.split("-")[1][1:]), path.stem.split("-")[2]
+        for name, r in load(path)["results"].items():
+            records.append(run_record(runs, seed, lang, name, r))
+    result["seeds"] = sorted({r["seed"] for r in records})
+    result["langs"] = sorted({r["lang"] for r in records})
+    result["runs"] = sorted(records, key=lambda r: (r["lang"], r["seed"], r["system"]))
+    result["bootstraps"] = [bootstrap_record(p) for p in sorted(runs.glob("bootstrap-s*-*.json"))]
+    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
+    return result
+
+
 def main(argv) -> None:
+    if "--json" in argv:
+        i = argv.index("--json")
+        json_out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
+        main(argv)
+        write_results(Path(argv[0]), json_out)
+        return
     runs = Path(argv[0])
     bootstrap = "--bootstrap" in argv
     if "--output" in argv:
@@ -73,7 +155,7 @@ def main(argv) -> None:
             finally:
                 sys.stdout = saved
         return
-    evals = sorted(p for p in runs.glob("eval-s*-*.json") if not p.name.endswith(".per_sentence.json"))
+    evals = _eval_files(runs)
     per_system, where = {}, {}
     print("| seed | lang | system | raw-text F1 (gold tokens) | en/dev raw F1 | agreement | max class cos | guard "
           "| stage-2 wall min | peak RSS GB |")
@@ -119,8 +201,9 @@ def main(argv) -> None:
             share = next(v for k, v in b.items() if k.startswith("share_"))
             print(f"| {path.stem[len('bootstrap-'):]} | {b['difference']:+.2f} | "
                   f"[{b['difference_95ci'][0]:+.2f}, {b['difference_95ci'][1]:+.2f}] | {share:.3f} |")
-    print("\nThe default stage 2 by the protocol's rule 3 (guard files only):\n")
-    print("\n".join(choose_default(runs)[1]))
+    if any(runs.glob("P-s*-*.guard.json")):
+        print("\nThe default stage 2 by the protocol's rule 3 (guard files only):\n")
+        print("\n".join(choose_default(runs)[1]))
 
 
 if __name__ == "__main__":

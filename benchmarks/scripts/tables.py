@@ -106,11 +106,123 @@ def seed_bootstraps(result: dict, seed: int) -> tuple:
     return ["comparison", "difference", "95% interval"], rows
 
 
+# the final runs with a development language (three-seed-development-language.json)
+
+
+def _interval(x: dict) -> str:
+    return f"{signed(x['difference'])} [{signed(x['ci95'][0])}, {signed(x['ci95'][1])}]"
+
+
+def _seeds_of(result: dict, system: str, lang: str) -> list:
+    return [r["seed"] for r in _over_seeds(result, system, lang)]
+
+
+def final_means(result: dict) -> tuple:
+    """Teacher, default student W and ST-W over the seeds each has: F1 mean (sd), each
+    student's mean gain over its seed's teacher, and W - ST-W over the seeds both have."""
+    rows = []
+    for lang in result["langs"]:
+        cells = [lang, _mean_sd([r["raw_text_f1"] for r in _over_seeds(result, "teacher", lang)])]
+        for system in ("W", "ST-W"):
+            f1 = [r["raw_text_f1"] for r in _over_seeds(result, system, lang)]
+            gains = [_bootstrap(result, s, lang, system, "teacher")["difference"] for s in _seeds_of(result, system, lang)]
+            bold = "**" if system == result["default"] else ""
+            cells.append(f"{bold}{mean(f1):.2f}{bold} ({stdev(f1):.2f}), gain {bold}{signed(mean(gains))}{bold} "
+                         f"({', '.join(signed(g) for g in gains)})" + ("" if len(f1) == len(result["seeds"]) else
+                                                                      f", seeds {', '.join(map(str, _seeds_of(result, system, lang)))}"))
+        both = _seeds_of(result, "ST-W", lang)
+        w_minus = [_bootstrap(result, s, lang, "W", "ST-W")["difference"] for s in both]
+        cells.append(f"{signed(mean(w_minus))} ({', '.join(signed(x) for x in w_minus)})")
+        rows.append(cells)
+    return ["lang", "teacher", f"{result['default']} (default)", "ST-W", "W - ST-W"], rows
+
+
+def final_seeds(result: dict) -> tuple:
+    """Per seed and language: F1 of the teacher and students, the paired bootstraps, the
+    guard's figures and stage 2's cost."""
+    rows = []
+    runs = _runs(result)
+    for lang in result["langs"]:
+        for seed in result["seeds"]:
+            teacher = runs[("teacher", seed, lang)]
+            for system in ("W", "ST-W"):
+                r = runs.get((system, seed, lang))
+                if r is None:
+                    continue
+                g = r["guard"]
+                vs_w = (_interval(_bootstrap(result, seed, lang, "W", "ST-W")) if system == "W"
+                        and ("ST-W", seed, lang) in runs else "")
+                rows.append([seed, lang, system, f"{teacher['raw_text_f1']:.2f}", f"{r['raw_text_f1']:.2f} ({r['gold_tokens_f1']:.2f})",
+                             _interval(_bootstrap(result, seed, lang, system, "teacher")), vs_w,
+                             f"{g['student_dev_f1']:.2f} ({g['teacher_dev_f1']:.2f})", f"{g['agreement_f1']:.1f}",
+                             f"{g['target_entity_ratio']:.2f}", f"{g['target_label_shift']:.3f}",
+                             "trusted" if g["trusted"] else "NOT trusted",
+                             f"{r['stage2']['wall_s'] / 60:.1f}", f"{r['stage2']['peak_rss_gb']:.2f}"])
+    columns = ["seed", "lang", "student", "teacher F1", "student F1 (gold tokens)", "student - teacher [95%]",
+               "W - ST-W [95%]", "en/dev F1 (teacher)", "agreement", "entity ratio", "label shift", "guard",
+               "stage-2 min", "peak RSS GB"]
+    return columns, rows
+
+
+def final_scores(result: dict) -> tuple:
+    """The scores' calibration: the temperature fitted on the development language's dev
+    set, its ECE before and after (in sample), and on each test set ECE and precision at
+    score >= 0.9, per seed."""
+    rows = []
+    for lang in result["langs"]:
+        for system in ("teacher", "W", "ST-W"):
+            found = _over_seeds(result, system, lang)
+            if not found:
+                continue
+            temps = [r["temperature"] for r in found]
+            tests = [r["test_scores"] for r in found]
+
+            def at_09(t: dict) -> str:
+                p = t["precision_at_0.9"]
+                return f"{100 * p:.1f} ({t['count_at_0.9']})" if p is not None else f"none ({t['count_at_0.9']})"
+
+            rows.append([lang, system, ", ".join(f"{t['temperature']:.2f}" for t in temps),
+                         ", ".join(f"{t['dev_ece_before']:.3f} -> {t['dev_ece_after']:.3f}" for t in temps),
+                         ", ".join(f"{t['ece']:.3f}" for t in tests), ", ".join(at_09(t) for t in tests),
+                         ", ".join(f"{100 * t['precision_at_0.5']:.1f}" for t in tests)])
+    columns = ["test", "system", "temperature per seed", "es/dev ECE before -> after", "test ECE per seed",
+               "test precision at >= 0.9 (entities)", "test precision at >= 0.5"]
+    return columns, rows
+
+
+def final_acceptance(result: dict) -> tuple:
+    """The acceptance criteria the runs can answer, each with its measured value."""
+    runs, seeds, default = _runs(result), result["seeds"], result["default"]
+    de = [runs[(default, s, "de")]["raw_text_f1"] for s in seeds]
+    boots = [_bootstrap(result, s, "de", default, "teacher") for s in seeds]
+    es = [runs[(default, s, "es")]["raw_text_f1"] for s in seeds]
+    ece = [runs[(default, s, "de")]["test_scores"]["ece"] for s in seeds]
+    rss = max(r["stage2"]["peak_rss_gb"] for r in result["runs"] if "stage2" in r)
+
+    def met(ok: bool) -> str:
+        return "yes" if ok else "**no**"
+
+    rows = [
+        ["German mean F1", ">= 66.0", f"{mean(de):.2f}", met(mean(de) >= 66.0)],
+        ["German F1, every seed", ">= 65.0", ", ".join(f"{x:.2f}" for x in de), met(min(de) >= 65.0)],
+        ["German: student above its teacher, interval above 0, every seed", "every seed",
+         ", ".join(_interval(b) for b in boots), met(all(b["ci95"][0] > 0 for b in boots))],
+        ["Spanish mean F1 (development language's test)", ">= 70.0", f"{mean(es):.2f}", met(mean(es) >= 70.0)],
+        ["ECE on de/test, every seed", "<= 0.05", ", ".join(f"{x:.3f}" for x in ece), met(max(ece) <= 0.05)],
+        ["stage 2 peak RSS, every run", "< 8 GB", f"{rss:.2f} GB", met(rss < 8.0)],
+    ]
+    return ["criterion", "required", "measured", "met"], rows
+
+
 COMPUTED = {
     "three-seed-protocol/means": three_seed_means,
     "three-seed-protocol/warm-self-training-means": warm_self_training_three_seeds,
     "three-seed-protocol/bootstrap-seed-1": lambda r: seed_bootstraps(r, 1),
     "three-seed-protocol/bootstrap-seed-2": lambda r: seed_bootstraps(r, 2),
+    "three-seed-development-language/means": final_means,
+    "three-seed-development-language/seeds": final_seeds,
+    "three-seed-development-language/scores": final_scores,
+    "three-seed-development-language/acceptance": final_acceptance,
 }
 
 

@@ -50,3 +50,34 @@ def test_check_fails_on_a_stale_table(tables, tmp_path) -> None:
     assert stale.read_text(encoding="utf8") != text
     assert tables.main([str(stale), "--check"]) == 1
     assert tables.main([str(stale)]) == 0 and stale.read_text(encoding="utf8") == text
+
+
+def _final_result(de_w: list, es_w: list, ece: float = 0.04) -> dict:
+    """A results file of the final runs' shape: seeds 0-2, de and es, teacher F1 60, W as given."""
+    runs, boots = [], []
+    for lang, w in (("de", de_w), ("es", es_w)):
+        for seed, f in enumerate(w):
+            runs.append({"system": "teacher", "seed": seed, "lang": lang, "raw_text_f1": 60.0})
+            runs.append({"system": "W", "seed": seed, "lang": lang, "raw_text_f1": f, "test_scores": {"ece": ece},
+                         "stage2": {"wall_s": 1800.0, "peak_rss_gb": 6.5}})
+            boots.append({"seed": seed, "lang": lang, "a": "W", "b": "teacher", "difference": f - 60.0,
+                          "ci95": [f - 61.0, f - 59.0]})
+    return {"seeds": [0, 1, 2], "langs": ["de", "es"], "default": "W", "runs": runs, "bootstraps": boots}
+
+
+def test_final_acceptance_says_which_criteria_are_met(tables) -> None:
+    columns, rows = tables.final_acceptance(_final_result([66.5, 65.5, 66.2], [70.5, 69.9, 70.0]))
+    verdicts = {row[0]: (row[2], row[3]) for row in rows}
+    assert verdicts["German mean F1"] == ("66.07", "yes")
+    assert verdicts["German F1, every seed"] == ("66.50, 65.50, 66.20", "yes")
+    assert verdicts["Spanish mean F1 (development language's test)"] == ("70.13", "yes")
+    assert verdicts["ECE on de/test, every seed"][1] == "yes"
+    assert verdicts["stage 2 peak RSS, every run"] == ("6.50 GB", "yes")
+    # one German seed below 65 and at 60.5 (interval [-0.5, +1.5] crosses 0), ECE above 0.05
+    columns, rows = tables.final_acceptance(_final_result([67.0, 60.5, 66.0], [70.0, 69.0, 70.5], ece=0.06))
+    verdicts = {row[0]: row[3] for row in rows}
+    assert verdicts["German mean F1"] == "**no**"  # 64.50
+    assert verdicts["German F1, every seed"] == "**no**"
+    assert verdicts["German: student above its teacher, interval above 0, every seed"] == "**no**"
+    assert verdicts["Spanish mean F1 (development language's test)"] == "**no**"  # 69.83
+    assert verdicts["ECE on de/test, every seed"] == "**no**"
