@@ -232,6 +232,25 @@ def test_ray_and_local_processes_equal_the_local_engine(trained_dir, tmp_path, r
     assert by_uri.documents == len(CORPUS) and table_of(tmp_path / "uri").equals(reference)
 
 
+def test_bad_input_counted_on_ray_is_the_local_error(tmp_path, ray_instance) -> None:
+    """A file that the Ray tasks counting lines cannot read fails with the message the
+    local engines give (the file and what is wrong), not Ray's traceback."""
+    from types import SimpleNamespace
+
+    from spacy_maral.inference.annotate.driver import index_files
+
+    good, bad = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    pq.write_table(pyarrow.table({"text": ["Angela Merkel ."]}), good)
+    pq.write_table(pyarrow.table({"body": ["Paris ."]}), bad)
+    files = input_files(tmp_path)
+    with pytest.raises(ValueError) as local:
+        index_files(SimpleNamespace(name="local"), files, "text", "id")
+    with pytest.raises(ValueError) as on_ray:
+        index_files(SimpleNamespace(name="ray", ray=ray_instance), files, "text", "id")
+    assert str(local.value).startswith("b.parquet: no column 'text'")
+    assert str(on_ray.value) == str(local.value)
+
+
 def test_missing_ray_is_a_clear_error(trained_dir, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     with pytest.raises(ImportError, match=r"spacy-maral\[ray\]"):

@@ -167,10 +167,9 @@ def index_files(engine, files: List[InputFile], text_field: str, id_field: str) 
     try:
         return ray.get([count.remote(f, text_field, id_field) for f in files])
     except ray.exceptions.RayTaskError as err:
-        cause = err.as_instanceof_cause() if hasattr(err, "as_instanceof_cause") else err
+        cause = getattr(err, "cause", None)  # the task's own exception, without Ray's traceback
         if isinstance(cause, (ValueError, OSError)):
-            last = str(cause).strip().splitlines()[-1]
-            raise ValueError(last.split(": ", 1)[1] if last.startswith(type(cause).__mro__[1].__name__ + ": ") else last) from err
+            raise ValueError(str(cause)) from err
         raise
 
 
