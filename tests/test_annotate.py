@@ -26,13 +26,12 @@ import spacy
 from spacy.tokens import DocBin
 
 from helpers import TRAIN_SENTENCES
+from reference_input import iter_partitions, iter_units
 from spacy_maral.inference.annotate import (
     EXIT_BAD_LINES,
     OUTPUT_SCHEMA,
     annotate,
     input_files,
-    iter_partitions,
-    iter_units,
     parse_partition,
 )
 from spacy_maral.inference.batching import length_sorted_batches, pipe_length_sorted

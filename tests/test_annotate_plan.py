@@ -1,5 +1,5 @@
 """annotate's planned partitions: read by their workers from the files, they are the same
-lines (numbers, raw bytes, input digests) as the input cut in order (iter_partitions),
+lines (numbers, raw bytes, input digests) as the input read whole and cut in order (tests/reference_input.py),
 for any partition size, checkpoint spacing, mix of text / JSONL / Parquet files and
 line endings; a file that changed after planning is an error naming it.
 """
@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reference_input import iter_partitions, iter_units
 from spacy_maral.inference.annotate import plan as plan_module
-from spacy_maral.inference.annotate.inputs import input_files, iter_partitions, iter_units, partition_digest
+from spacy_maral.inference.annotate.inputs import input_files, partition_digest
 from spacy_maral.inference.annotate.plan import index_file, load_partition, plan_partitions
 
 LINE = st.sampled_from([b"Paris is big.\n", b"\n", b"caf\xc3\xa9 Berlin\r\n", b"\xff bad\n", b'{"text": "EU"}\n', b"x"])

@@ -2,7 +2,6 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy
 import pytest
@@ -101,7 +100,8 @@ def test_average_cli_writes_and_never_replaces_a_users_folder(two_checkpoints, t
     proc = subprocess.run(cmd + [str(mine)], capture_output=True, text=True, env=ENV, cwd=str(REPO))
     assert proc.returncode == 1 and "not empty" in proc.stdout
     assert (mine / "notes.txt").read_text(encoding="utf8") == "keep me"
-    proc = subprocess.run(cmd[:-2] + [str(tmp_path / "nothing"), "-o", str(tmp_path / "x")], capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    proc = subprocess.run(cmd[:-2] + [str(tmp_path / "nothing"), "-o", str(tmp_path / "x")],
+                          capture_output=True, text=True, env=ENV, cwd=str(REPO))
     assert proc.returncode == 1 and "nothing" in proc.stdout and "no config.cfg" in proc.stdout
 
 

@@ -3,6 +3,7 @@ over 500 lines, and no tracked file that points outside the repository."""
 import ast
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -150,3 +151,11 @@ def test_work_history_pattern() -> None:
     assert WORK_HISTORY.search("measured in session 3") and WORK_HISTORY.search("see issue 13")
     assert WORK_HISTORY.search("runs/issue13") and WORK_HISTORY.search("Sessions")
     assert not WORK_HISTORY.search("the issues tracker") and not WORK_HISTORY.search("a successful run")
+
+
+def test_ruff_is_clean() -> None:
+    """The code passes the linter that pyproject.toml configures (ruff: pycodestyle,
+    pyflakes, isort, bugbear), installed with the dev extra."""
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "spacy_maral", "tests", "benchmarks"],
+                          cwd=str(ROOT), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]

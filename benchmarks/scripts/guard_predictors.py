@@ -92,8 +92,10 @@ def main() -> None:
                          "" if auc is None else f"{auc:.2f}", "" if rho is None else f"{rho:+.2f}"])
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     out = {
-        "claim": "how well the guard's tag-free figures predicted a student that did not beat its teacher, over the three-seed protocol's students",
-        "measured": "per figure, in the guard's direction: ROC AUC for 'student raw-text test F1 <= its teacher's' and the Spearman correlation with the gain",
+        "claim": ("how well the guard's tag-free figures predicted a student that did not beat its teacher, "
+                  "over the students of the three-seed runs"),
+        "measured": ("per figure, in the guard's direction: ROC AUC for 'student raw-text test F1 <= its teacher's' "
+                     "and the Spearman correlation with the gain"),
         "command": ["python benchmarks/scripts/guard_predictors.py OUT.json --results " + " ".join(
             str(p.resolve().relative_to(ROOT)) if p.resolve().is_relative_to(ROOT) else str(p) for p in args.results)],
         "commit": commit,
@@ -102,7 +104,8 @@ def main() -> None:
         "source": [p.name for p in args.results],
         "runs": runs,
         "groups": groups,
-        "tables": {"predictors": {"columns": ["students", "figure", "not above their teacher", "AUC for 'not above its teacher'", "Spearman with the gain"], "rows": rows}},
+        "tables": {"predictors": {"columns": ["students", "figure", "not above their teacher", "AUC for 'not above its teacher'",
+                                              "Spearman with the gain"], "rows": rows}},
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(out, indent=2) + "\n", encoding="utf8")

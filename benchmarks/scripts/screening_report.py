@@ -64,11 +64,13 @@ def main() -> None:
             entry.update({"wall_s": t["wall_s"], "peak_rss_gb": t["peak_rss_gb"]})
         g = optional_json(guard)
         if g is not None:
-            entry["guard"] = {k: g.get(k) for k in ("agreement_f", "target_entity_ratio", "target_label_shift", "student_dev_f", "teacher_dev_f", "trusted")}
+            entry["guard"] = {k: g.get(k) for k in ("agreement_f", "target_entity_ratio", "target_label_shift",
+                                                    "student_dev_f", "teacher_dev_f", "trusted")}
         candidates[name] = entry
     result["command"] = list(result.get("command", [])) + [c for c in args.command if c not in result.get("command", [])]
     if args.commit:
-        result["commit"] = args.commit if args.commit in result.get("commit", "") else f"{result.get('commit', '')}, {args.commit}".strip(", ")
+        earlier = result.get("commit", "")
+        result["commit"] = earlier if args.commit in earlier else f"{earlier}, {args.commit}".strip(", ")
     rows = [["teacher (stage 1)", f"{teacher_f1:.2f}", "", "", "", ""]]
     rows += [row_of(name, entry, teacher_f1) for name, entry in candidates.items()]
     result.setdefault("tables", {})["screening" if args.seed == 0 else f"seed{args.seed}"] = {
@@ -78,12 +80,14 @@ def main() -> None:
     }
     both = [name for name in result.get("candidates", {}) if name in result.get("candidates_seed1", {})]
     if both:
-        means = {name: (result["candidates"][name]["es_dev_raw_f1"] + result["candidates_seed1"][name]["es_dev_raw_f1"]) / 2 for name in both}
+        means = {name: (result["candidates"][name]["es_dev_raw_f1"] + result["candidates_seed1"][name]["es_dev_raw_f1"]) / 2
+                 for name in both}
         reference = next(iter(means.values()))  # the first row: the default
         result["tables"]["two_seed_means"] = {
             "columns": ["es/dev raw-text F1", "seed 0", "seed 1", "mean", "vs the default"],
-            "rows": [[name, f"{result['candidates'][name]['es_dev_raw_f1']:.2f}", f"{result['candidates_seed1'][name]['es_dev_raw_f1']:.2f}",
-                      f"{means[name]:.2f}", "" if i == 0 else f"{means[name] - reference:+.2f}"] for i, name in enumerate(both)],
+            "rows": [[name, f"{result['candidates'][name]['es_dev_raw_f1']:.2f}",
+                      f"{result['candidates_seed1'][name]['es_dev_raw_f1']:.2f}", f"{means[name]:.2f}",
+                      "" if i == 0 else f"{means[name] - reference:+.2f}"] for i, name in enumerate(both)],
         }
     args.results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
     for row in rows:

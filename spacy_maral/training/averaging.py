@@ -136,7 +136,7 @@ def average_pipelines(
         for name, means in class_means_of(other).items():
             mean_sums[name] += means
         del other
-    for key, (read, write) in base_refs.items():
+    for key, (_, write) in base_refs.items():
         write(sums[key] / n)
     set_class_means(base, {name: total / n for name, total in mean_sums.items()})
     return base

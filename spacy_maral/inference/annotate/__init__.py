@@ -9,11 +9,11 @@ Parquet entity rows, partition by partition, resumable, with bad lines reported.
 - `driver`: `annotate()`, which plans the partitions and runs them on an engine.
 """
 from spacy_maral.inference.annotate.driver import EXIT_BAD_LINES, AnnotateStats, annotate
-from spacy_maral.inference.annotate.inputs import BadLine, input_files, iter_partitions, iter_units, parse_partition
+from spacy_maral.inference.annotate.inputs import BadLine, input_files, parse_partition
 from spacy_maral.inference.annotate.output import ERRORS, SUMMARY
 from spacy_maral.inference.annotate.worker import OUTPUT_SCHEMA, annotate_records, entity_rows
 
 __all__ = [
     "ERRORS", "EXIT_BAD_LINES", "OUTPUT_SCHEMA", "SUMMARY", "AnnotateStats", "BadLine", "annotate",
-    "annotate_records", "entity_rows", "input_files", "iter_partitions", "iter_units", "parse_partition",
+    "annotate_records", "entity_rows", "input_files", "parse_partition",
 ]

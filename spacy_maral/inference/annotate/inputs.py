@@ -3,9 +3,8 @@ each line parsed into a record or a bad line (file, 1-based line, reason)."""
 import io
 import json
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, BinaryIO, Iterator, List, Optional, Tuple, Union
 
 import pyarrow
 import pyarrow.parquet as pq
@@ -168,24 +167,6 @@ def _uri_files(uri: str, fmt: str) -> List[InputFile]:
     return sorted(found, key=lambda f: f.name)
 
 
-def iter_units(files: Sequence[InputFile], text_field: str = "text", id_field: str = "id") -> Iterator[Tuple[InputFile, int, Any]]:
-    """Every line (Parquet: row) of the input files, unparsed, in order.
-
-    files (Sequence[InputFile]): the input files.
-    text_field (str): Parquet: the text column.
-    id_field (str): Parquet: the id column (optional).
-    YIELDS (Tuple[InputFile, int, Any]): (file, 1-based line, raw): the bytes of a line,
-        or (id or None, text or None) of a Parquet row.
-    """
-    for file in files:
-        if file.format == "parquet":
-            yield from _parquet_rows(file, text_field, id_field)
-            continue
-        with file.open() as f:
-            for line_no, raw in enumerate(f, start=1):
-                yield file, line_no, raw
-
-
 def parquet_columns(file: InputFile, reader: "pq.ParquetFile", text_field: str, id_field: str) -> List[str]:
     """The columns annotate reads from a Parquet file (text, then id if there is one);
     ValueError naming the file when the text column is missing or not a string."""
@@ -204,36 +185,6 @@ def open_parquet(file: InputFile) -> "pq.ParquetFile":
         return pq.ParquetFile(file.path if file.fs is None else file.fs.open_input_file(str(file.path)))
     except (OSError, pyarrow.ArrowInvalid) as err:
         raise ValueError(f"{file.name}: not a readable Parquet file ({err})") from err
-
-
-def _parquet_rows(file: InputFile, text_field: str, id_field: str) -> Iterator[Tuple[InputFile, int, Any]]:
-    reader = open_parquet(file)
-    columns = parquet_columns(file, reader, text_field, id_field)
-    row = 0
-    for batch in reader.iter_batches(batch_size=4096, columns=columns):
-        texts = batch.column(0).to_pylist()
-        ids = batch.column(1).to_pylist() if len(columns) > 1 else [None] * len(texts)
-        for doc_id, text in zip(ids, texts):
-            row += 1
-            yield file, row, (doc_id, text)
-
-
-def iter_partitions(units: Iterable[Tuple[InputFile, int, Any]], partition_size: int) -> Iterator[Partition]:
-    """Cut the input's lines into partitions of `partition_size` lines.
-
-    units (Iterable): the lines (iter_units).
-    partition_size (int): lines per partition (the last one may have fewer).
-    """
-    if partition_size < 1:
-        raise ValueError(f"partition_size must be at least 1, not {partition_size}")
-    iterator = iter(units)
-    index = 0
-    while True:
-        chunk = list(islice(iterator, partition_size))
-        if not chunk:
-            return
-        yield Partition(index, chunk)
-        index += 1
 
 
 def parse_unit(file: InputFile, line: int, raw: Any, text_field: str = "text", id_field: str = "id") -> Union[Record, BadLine, None]:

@@ -5,7 +5,7 @@ partition is then a list of segments (file, first line, how many lines, where to
 reading), and the worker that processes it reads those lines and nothing else.
 
 The partitions are the same as cutting the lines of all files, in order, into pieces of
-`partition_size` (iter_units / iter_partitions): a partition's lines, numbers, raw
+`partition_size`: a partition's lines, numbers, raw
 content and so its input digest do not depend on who reads it.
 """
 from dataclasses import dataclass
@@ -77,7 +77,7 @@ def index_file(file: InputFile, text_field: str = "text", id_field: str = "id") 
     checkpoints: List[int] = []
     offset = n = 0
     with file.open() as f:
-        for raw in f:  # the lines of iter_units: split after b"\n"
+        for raw in f:  # the file's lines, split after b"\n"
             if n % CHECKPOINT_LINES == 0:
                 checkpoints.append(offset)
             n += 1
@@ -111,7 +111,7 @@ def plan_partitions(indexes: Sequence[FileIndex], partition_size: int) -> Iterat
 
 
 def read_segment(segment: Segment, text_field: str = "text", id_field: str = "id") -> Iterator[Tuple[InputFile, int, object]]:
-    """The lines of a segment as iter_units yields them: (file, 1-based line, raw).
+    """The lines of a segment: (file, 1-based line, raw bytes; a Parquet row: (id, text)).
 
     segment (Segment): what to read.
     text_field (str): Parquet: the text column.
