@@ -125,14 +125,16 @@ def final_means(result: dict) -> tuple:
         cells = [lang, _mean_sd([r["raw_text_f1"] for r in _over_seeds(result, "teacher", lang)])]
         for system in ("W", "ST-W"):
             f1 = [r["raw_text_f1"] for r in _over_seeds(result, system, lang)]
+            if not f1:
+                cells.append("not run")
+                continue
             gains = [_bootstrap(result, s, lang, system, "teacher")["difference"] for s in _seeds_of(result, system, lang)]
             bold = "**" if system == result["default"] else ""
             cells.append(f"{bold}{mean(f1):.2f}{bold} ({stdev(f1):.2f}), gain {bold}{signed(mean(gains))}{bold} "
                          f"({', '.join(signed(g) for g in gains)})" + ("" if len(f1) == len(result["seeds"]) else
                                                                       f", seeds {', '.join(map(str, _seeds_of(result, system, lang)))}"))
-        both = _seeds_of(result, "ST-W", lang)
-        w_minus = [_bootstrap(result, s, lang, "W", "ST-W")["difference"] for s in both]
-        cells.append(f"{signed(mean(w_minus))} ({', '.join(signed(x) for x in w_minus)})")
+        w_minus = [_bootstrap(result, s, lang, "W", "ST-W")["difference"] for s in _seeds_of(result, "ST-W", lang)]
+        cells.append(f"{signed(mean(w_minus))} ({', '.join(signed(x) for x in w_minus)})" if w_minus else "")
         rows.append(cells)
     return ["lang", "teacher", f"{result['default']} (default)", "ST-W", "W - ST-W"], rows
 
