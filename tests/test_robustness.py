@@ -177,11 +177,13 @@ def test_pseudo_labelling_killed_and_restarted(trained_dir, tmp_path) -> None:
     proc = subprocess.Popen(_pseudo_label_cmd(trained_dir, text, out), env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while not (out / "shard-00000.spacy").exists() and time.time() < deadline and proc.poll() is None:
+    # a shard is finished once its identity file is written beside it (the shard is written
+    # first, so a kill between the two leaves a shard the rerun must redo, not keep)
+    while not (out / "shard-00000.spacy.json").exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    shards_before = sorted(p.name for p in out.glob("shard-*.spacy"))
+    shards_before = sorted(p.name for p in out.glob("shard-*.spacy") if p.with_name(p.name + ".json").exists())
     assert shards_before and "shard-00004.spacy" not in shards_before  # killed part-way
     assert not (out / "summary.json").exists()
     for shard in shards_before:  # every shard on disk is complete and readable
