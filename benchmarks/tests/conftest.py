@@ -1,8 +1,10 @@
 """The research tests use the product test suite's fixtures (tests/conftest.py): the tiny
-offline encoder above all."""
+offline encoder above all; and the scripts of benchmarks/scripts as modules."""
 import importlib.util
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -10,3 +12,21 @@ _spec = importlib.util.spec_from_file_location("product_conftest", REPO / "tests
 _product = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_product)
 tiny_encoder = _product.tiny_encoder
+
+
+def _script(name: str):
+    """benchmarks/scripts/NAME.py, loaded as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def seed_report():
+    return _script("seed_report")
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return _script("tables")

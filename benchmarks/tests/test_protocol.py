@@ -1,20 +1,14 @@
 """The protocol's rule 3 (docs/protocol.md): the
 default stage 2 between P and W is chosen from the guard files alone."""
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).parent.parent / "scripts" / "seed_report.py"  # benchmarks/scripts
-
 
 @pytest.fixture(scope="module")
-def choose_default():
-    spec = importlib.util.spec_from_file_location("seed_report", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.choose_default
+def choose_default(seed_report):
+    return seed_report.choose_default
 
 
 def write_guards(folder: Path, variant: str, dev_f: list, trusted: list) -> None:
@@ -45,14 +39,6 @@ def test_rule_3_waits_for_all_runs(tmp_path, choose_default) -> None:
     winner, lines = choose_default(tmp_path)
     assert winner is None and "runs are missing" in lines[-1]
     assert "W: 5 of 6 runs" in lines[1]
-
-
-@pytest.fixture(scope="module")
-def seed_report():
-    spec = importlib.util.spec_from_file_location("seed_report_json", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _evaluation(f: float, p: float, r: float, gold_f: float, ece: float) -> dict:

@@ -1,20 +1,8 @@
 """BENCHMARKS.md's tables are what benchmarks/results/ gives (benchmarks/scripts/tables.py)."""
-import importlib.util
 import json
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent.parent
-SCRIPT = ROOT / "benchmarks" / "scripts" / "tables.py"
-
-
-@pytest.fixture(scope="module")
-def tables():
-    spec = importlib.util.spec_from_file_location("tables", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_committed_tables_equal_the_generated_ones(tables) -> None:
