@@ -12,7 +12,9 @@
 #   bash scripts/seed_runs.sh corpora "LANGS"         the product's `convert` (../project) for
 #                                                     each target language -> $CORPUS
 #   bash scripts/seed_runs.sh teacher SEED            stage 1 (1,800 steps), then calibrate
-#   bash scripts/seed_runs.sh pseudo SEED LANG        the teacher labels LANG/train (first 4,000)
+#   bash scripts/seed_runs.sh pseudo SEED LANG        the teacher labels LANG/train (first 4,000);
+#                                                     ENSEMBLE="1 2": with the teachers of those
+#                                                     seeds too (pseudo-label --ensemble)
 #   bash scripts/seed_runs.sh student SEED LANG V     stage 2, V = P (paper: from the pretrained
 #                                                     encoder), W (warm start from the teacher),
 #                                                     ST (plain self-training) or ST-W (self-training
@@ -87,9 +89,11 @@ teacher)
   ;;
 pseudo)
   LANG_=$3
+  MEMBERS=()
+  for E in ${ENSEMBLE:-}; do MEMBERS+=(--ensemble "$RUNS/teacher-s$E/model-best"); done
   $PY -m spacy_maral measure "$RUNS/pseudo-s$SEED-$LANG_.timing.json" -- $PY -m spacy_maral pseudo-label \
     "$RUNS/teacher-s$SEED/model-best" "$(target_text "$LANG_")" "$RUNS/pseudo-s$SEED-$LANG_" \
-    --gpu-id "$GPU" --limit "$PSEUDO_LIMIT" --lang "$LANG_"
+    --gpu-id "$GPU" --limit "$PSEUDO_LIMIT" --lang "$LANG_" "${MEMBERS[@]}"
   ;;
 student)
   LANG_=$3; V=$4

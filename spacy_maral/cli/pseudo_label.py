@@ -1,6 +1,6 @@
 """`python -m spacy_maral pseudo-label`: soft labels for a target corpus from a teacher."""
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -21,6 +21,7 @@ def pseudo_label_command(
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the target text with this language's rules (spacy_maral.tokenizer.v1), e.g. de; default: the teacher's tokenizer."),
     gold_tokens: bool = typer.Option(False, "--gold-tokens", help="Keep the tokens of a .spacy or CoNLL corpus instead of tokenizing its raw text."),
     inference_tau: Optional[float] = typer.Option(None, "--inference-tau", help="Override the teacher's inference_tau (source prior weight in the decision rule); choose it on the source dev set."),
+    ensemble: List[Path] = typer.Option([], "--ensemble", help="Another teacher (repeat for more): the soft labels come from the mean of all teachers' span probabilities, decoded once. Every teacher needs the same labels and max_width; the first one's tokenizer reads the corpus."),
     engine: str = typer.Option("local", "--engine", help="local: label in this process; ray: on Ray actors (pip install 'spacy-maral[ray]'), shard by shard, bit-identical output."),
     address: Optional[str] = typer.Option(None, "--address", help="ray: the cluster to join ('auto': the one `ray start` runs here); default: start a local Ray instance for this run."),
     num_actors: int = typer.Option(0, "--num-actors", min=0, help="ray: actors, each loading the teacher once (0 = as many as the free CPUs/GPUs allow)."),
@@ -32,7 +33,8 @@ def pseudo_label_command(
     probability vectors, every other span is O. Target tags, if the corpus has any, are
     kept aside for diagnostics only. With --engine ray the shards are labelled by Ray
     actors (the teacher must load on every node: same path or installed package); the
-    driver reads the corpus and writes the shards.
+    driver reads the corpus and writes the shards. With --ensemble, several teachers
+    label the corpus together (the mean of their span probabilities).
     """
 
     from thinc.api import require_gpu
@@ -56,19 +58,22 @@ def pseudo_label_command(
         nlp = load_pipeline(teacher, precision=precision)
         if lang:
             set_tokenizer_lang(nlp, lang)
+        members = [load_pipeline(path, precision=precision) for path in ensemble]
         if inference_tau is not None:
-            find_maral_ner(nlp).inference_tau = inference_tau
+            for pipeline in [nlp, *members]:
+                find_maral_ner(pipeline).inference_tau = inference_tau
         workers = None
         if engine == "ray":
             workers = make_engine(
                 "ray", teacher, inference_tau=inference_tau, precision=precision, address=address, num_actors=num_actors,
                 cpus_per_actor=cpus_per_actor, gpus_per_actor=num_gpus_per_actor, connect_timeout=ray_timeout,
+                ensemble=ensemble,
             ).__enter__()
         n_workers = workers.n_workers if workers is not None else 1
         try:
             stats = pseudo_label(
                 nlp, input_path, output_dir, batch_size=batch_size, shard_size=shard_size, limit=limit,
-                gold_tokens=gold_tokens, engine=workers, overwrite=overwrite,
+                gold_tokens=gold_tokens, engine=workers, overwrite=overwrite, ensemble=members,
             )
         finally:
             if workers is not None:

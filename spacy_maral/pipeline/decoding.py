@@ -11,6 +11,8 @@ import numpy
 from spacy.attrs import IS_SPACE
 from spacy.tokens import Doc
 
+from spacy_maral.ml.spans import doc_span_slices
+
 NON_ENTITY = 0
 
 
@@ -47,6 +49,27 @@ def decode_doc(
             kept.append((s, e, int(best[i]), float(best_prob[i])))
     kept.sort()
     return kept
+
+
+def decode_docs(docs: Sequence[Doc], spans: numpy.ndarray, probs: numpy.ndarray) -> List[List[Tuple[int, int, int, float, int]]]:
+    """The non-overlapping entities of each doc of a batch (decode_doc per doc, with the
+    spans that start or end on whitespace masked).
+
+    docs (Sequence[Doc]): the docs scored.
+    spans (numpy.ndarray): (n_spans, 3) their enumerated spans (doc index, start, end),
+        doc by doc, as in SpanScores.
+    probs (numpy.ndarray): (n_spans, C) the spans' class probabilities, O first (one
+        model's, or the average of several models' over the same spans).
+    RETURNS (List[List[Tuple[int, int, int, float, int]]]): per doc, (start, end, class
+        index, probability, row of the span in `spans`) of every kept entity, by start.
+    """
+    out = []
+    for doc, sl in zip(docs, doc_span_slices(len(docs), spans)):
+        doc_spans = spans[sl]
+        kept = decode_doc(doc_spans[:, 1], doc_spans[:, 2], mask_space_spans(doc, doc_spans, probs[sl]), len(doc))
+        rows = {(int(s), int(e)): sl.start + i for i, (s, e) in enumerate(doc_spans[:, 1:3].tolist())}
+        out.append([(s, e, c, p, rows[(s, e)]) for s, e, c, p in kept])
+    return out
 
 
 def mask_space_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> numpy.ndarray:

@@ -22,9 +22,8 @@ from thinc.api import Model, Optimizer, get_array_module, xp2torch
 from spacy_maral.inference.threads import install_fork_guard
 from spacy_maral.ml.loss import ReweightedVMFLoss
 from spacy_maral.ml.span_ner import DEFAULT_MODEL, SpanScores, build_head, copy_span_ner_weights, get_span_head
-from spacy_maral.ml.spans import doc_span_slices
 from spacy_maral.ml.vmf import collapsed_class_pairs, warn_collapsed
-from spacy_maral.pipeline.decoding import decode_doc, mask_space_spans, softmax, tempered_entity_scores
+from spacy_maral.pipeline.decoding import decode_docs, softmax, tempered_entity_scores
 from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
 from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, checked_cfg, read_cfg
 from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, fit_windows_to_encoder, words_without_subwords
@@ -217,14 +216,7 @@ class MaralNER(TrainablePipe):
             class index, probability, row of the span in scores) of every kept entity,
             by start. The probability is the uncalibrated one (see `entity_scores`).
         """
-        probs = self.probabilities(scores)
-        out = []
-        for doc, sl in zip(docs, doc_span_slices(len(docs), scores.spans)):
-            spans = scores.spans[sl]
-            kept = decode_doc(spans[:, 1], spans[:, 2], mask_space_spans(doc, spans, probs[sl]), len(doc))
-            rows = {(int(s), int(e)): sl.start + i for i, (s, e) in enumerate(spans[:, 1:3].tolist())}
-            out.append([(s, e, c, p, rows[(s, e)]) for s, e, c, p in kept])
-        return out
+        return decode_docs(docs, scores.spans, self.probabilities(scores))
 
     def entity_scores(self, scores: SpanScores, kept: Sequence[Tuple[int, int, int, float, int]]) -> List[float]:
         """The reported score of each kept entity: softmax(decision logits / T)[class]."""

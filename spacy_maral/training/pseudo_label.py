@@ -25,14 +25,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import count, islice
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin, SpanGroup
 from tqdm import tqdm
 
-from spacy_maral.corpora.docbin import bare_copy, docbin_paths
+from spacy_maral.corpora.docbin import docbin_paths
 from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
 from spacy_maral.fileio import atomic_open, atomic_write_text
 from spacy_maral.inference.batching import length_sorted_batches
@@ -41,8 +41,10 @@ from spacy_maral.inference.engines.local import InProcessEngine
 from spacy_maral.inference.lock import folder_lock
 from spacy_maral.inference.runner import content_digest, manifest_digest, open_output, run_partitions
 from spacy_maral.ml.span_ner import get_span_head
+from spacy_maral.pipeline.decoding import decode_docs
 from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of
 from spacy_maral.pipeline.maral_ner import MaralNER, find_maral_ner
+from spacy_maral.training.ensemble import check_ensemble, ensemble_probabilities
 from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
 
 
@@ -70,34 +72,41 @@ SIDECARS = "shard-*.spacy.json"  # beside each shard: what it was made from (sha
 SUMMARY = "summary.json"
 
 
-def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc]) -> List[Doc]:
-    """Attach soft labels to a batch of target docs (in place) and return them."""
+def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc], ensemble: Sequence[Language] = ()) -> List[Doc]:
+    """Attach soft labels to a batch of target docs (in place) and return them.
+
+    nlp (Language): the teacher.
+    ner (MaralNER): its maral_ner component.
+    docs (List[Doc]): the target sentences.
+    ensemble (Sequence[Language]): more teachers: the soft labels come from the mean of
+        all teachers' span probabilities (spacy_maral.training.ensemble).
+    """
     for doc in docs:
         if doc.ents:
             doc.spans[DIAGNOSTIC_GOLD_KEY] = SpanGroup(doc, name=DIAGNOSTIC_GOLD_KEY, spans=list(doc.ents))
         doc.ents = []
     runnable = [doc for doc in docs if len(doc)]
-    predicted = list(nlp.pipe([bare_copy(d, nlp.vocab) for d in runnable], disable=[ner.name]))
-    if not predicted:
+    if not runnable:
         return docs
-    scores = ner.predict(predicted)
-    probs = ner.probabilities(scores)
-    for doc, kept in zip(runnable, ner.decode(predicted, scores)):
+    teachers = [(nlp, ner)] + [(member, find_maral_ner(member)) for member in ensemble]
+    predicted, spans, probs = ensemble_probabilities(teachers, runnable)
+    for doc, kept in zip(runnable, decode_docs(predicted, spans, probs)):
         rows = [r for *_, r in kept]
         attach_soft_labels(doc, [(s, e) for s, e, *_ in kept], probs[rows] if rows else numpy.zeros((0, len(ner.classes))), ner.classes)
     return docs
 
 
-def label_shard(nlp: Language, ner: MaralNER, docs: List[Doc], batch_size: int) -> List[Doc]:
+def label_shard(nlp: Language, ner: MaralNER, docs: List[Doc], batch_size: int, ensemble: Sequence[Language] = ()) -> List[Doc]:
     """Label one shard's docs (in place) in length-sorted batches; return them in order.
 
     nlp (Language): the teacher.
     ner (MaralNER): its maral_ner component.
     docs (List[Doc]): the shard's target sentences, in corpus order.
     batch_size (int): sentences per teacher batch.
+    ensemble (Sequence[Language]): more teachers to average with (label_batch).
     """
     for batch in length_sorted_batches(docs, batch_size):
-        label_batch(nlp, ner, batch)
+        label_batch(nlp, ner, batch, ensemble)
     return docs
 
 
@@ -109,17 +118,19 @@ def shard_bytes(docs: Iterable[Doc]) -> bytes:
     return out.to_bytes()
 
 
-def label_shard_bytes(nlp: Language, payload: bytes, batch_size: int = 32) -> Dict[str, Any]:
+def label_shard_bytes(nlp: Language, payload: bytes, batch_size: int = 32, ensemble: Sequence[Language] = ()) -> Dict[str, Any]:
     """The pseudo_label task of a worker: label a shard given as DocBin bytes.
 
     nlp (Language): the teacher.
     payload (bytes): the shard's target sentences (shard_bytes of the unlabelled docs).
     batch_size (int): sentences per teacher batch.
+    ensemble (Sequence[Language]): more teachers to average with (the worker's
+        WorkerSpec.ensemble, loaded once).
     RETURNS (Dict[str, Any]): "shard" (the labelled shard's bytes, as written to disk),
         "sentences", "entities" (per label) and "diagnostic_gold" (counts).
     """
     docs = list(DocBin().from_bytes(payload).get_docs(nlp.vocab))
-    label_shard(nlp, find_maral_ner(nlp), docs, batch_size)
+    label_shard(nlp, find_maral_ner(nlp), docs, batch_size, ensemble)
     stats = PseudoLabelStats()
     for doc in docs:
         _count(doc, stats)
@@ -137,6 +148,7 @@ def pseudo_label(
     gold_tokens: bool = False,
     engine: Optional[Any] = None,
     overwrite: bool = False,
+    ensemble: Sequence[Language] = (),
 ) -> PseudoLabelStats:
     """Label a target corpus with a teacher pipeline, shard by shard.
 
@@ -154,6 +166,9 @@ def pseudo_label(
     overwrite (bool): when output_dir holds the shards of another run (other input,
         teacher or settings: its _manifest.json), delete them (and its summary.json)
         instead of raising. The shards of this same run are kept either way.
+    ensemble (Sequence[Language]): more teachers: the soft labels come from the mean of
+        the span probabilities of `nlp` and these (spacy_maral.training.ensemble); an
+        `engine` must load the same ones (WorkerSpec.ensemble).
     RETURNS (PseudoLabelStats): counts of what was read and written.
     """
     if shard_size < 1:
@@ -161,6 +176,12 @@ def pseudo_label(
     limit = max(limit, 0)
     ner = find_maral_ner(nlp)
     check_inference_tau(ner.inference_tau)
+    check_ensemble(nlp, ensemble)
+    for member in ensemble:
+        check_inference_tau(find_maral_ner(member).inference_tau)
+    loaded = len(getattr(engine, "spec", WorkerSpec(model="")).ensemble) if engine is not None else len(ensemble)
+    if loaded != len(ensemble):
+        raise ValueError(f"the engine's workers load {loaded} ensemble teachers, not the {len(ensemble)} given")
     input_path, output_dir = Path(input_path), Path(output_dir)
     check_target_path(input_path)  # before any old shard may be replaced
     manifest = {
@@ -174,6 +195,9 @@ def pseudo_label(
         # bfloat16 and fp32 soft labels differ slightly: shards of one run share one precision
         "encoder_precision": (encoder_runtime_of(nlp) or {}).get("running", "fp32"),
     }
+    if ensemble:  # (absent for one teacher: the manifests of single-teacher runs stay as they were)
+        manifest["ensemble_head_sha256"] = [head_fingerprint(find_maral_ner(member)) for member in ensemble]
+        manifest["ensemble_inference_tau"] = [float(find_maral_ner(member).inference_tau) for member in ensemble]
     remedy = "use a new output directory, delete it, or pass --overwrite (overwrite=True) to replace them"
     with folder_lock(output_dir, run="pseudo-label"):  # one run at a time in a folder
         open_output(output_dir, manifest, run="pseudo-label", outputs=SHARDS, overwrite=overwrite,
@@ -225,7 +249,9 @@ def pseudo_label(
 
         local = engine is None
         if local:
-            engine = InProcessEngine(WorkerSpec(model=str(nlp.meta.get("name", "teacher"))), nlp=nlp).__enter__()
+            names = tuple(str(member.meta.get("name", "teacher")) for member in ensemble)
+            spec = WorkerSpec(model=str(nlp.meta.get("name", "teacher")), ensemble=names)
+            engine = InProcessEngine(spec, nlp=nlp, ensemble=list(ensemble)).__enter__()
         try:
             run_partitions(engine, label_shard_bytes, shards(), finished=finished,
                            prepare=lambda shard: shard[2], write=write, on_done=on_done,

@@ -15,7 +15,7 @@ Every engine runs the same worker code on the same partitions (a partition's bat
 depend on that partition alone), so their outputs are identical.
 """
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 from spacy_maral.inference.engines.base import PipelineWorker, WorkerSpec
 from spacy_maral.inference.engines.local import InProcessEngine, ProcessEngine
@@ -40,6 +40,7 @@ def make_engine(
     cpus_per_actor: int = 1,
     gpus_per_actor: float = 0.0,
     connect_timeout: float = 60.0,
+    ensemble: Sequence[Union[str, Path]] = (),
 ):
     """The engine for a command line's --engine and its options.
 
@@ -58,18 +59,26 @@ def make_engine(
     cpus_per_actor (int): ray: CPUs reserved by each actor (and its torch threads).
     gpus_per_actor (float): ray: GPUs reserved by each actor (0 = CPU actors).
     connect_timeout (float): ray: seconds to reach the cluster at `address` before failing.
+    ensemble (Sequence[Union[str, Path]]): more pipelines each worker loads beside
+        `model` (WorkerSpec.ensemble: pseudo-label's teacher ensemble).
     RETURNS: an engine, to be used as a context manager.
     """
-    model = str(Path(model).resolve()) if Path(model).exists() else str(model)  # actors may start elsewhere
+    model = _where(model)  # actors may start elsewhere
+    members = tuple(_where(m) for m in ensemble)
     if engine == "local":
-        spec = WorkerSpec(model=model, threads=threads, gpu_id=gpu_id, inference_tau=inference_tau, precision=precision)
+        spec = WorkerSpec(model=model, threads=threads, gpu_id=gpu_id, inference_tau=inference_tau, precision=precision, ensemble=members)
         if n_process > 1:
             return ProcessEngine(spec, n_process)
         return InProcessEngine(spec, nlp=nlp)
     if engine == "ray":
         if n_process > 1:
             logger.warning("--n-process is for the local engine; the Ray engine runs --num-actors actors")
-        spec = WorkerSpec(model=model, threads=threads, gpu_id=-1, inference_tau=inference_tau, precision=precision)
+        spec = WorkerSpec(model=model, threads=threads, gpu_id=-1, inference_tau=inference_tau, precision=precision, ensemble=members)
         return RayEngine(spec, address=address, num_actors=num_actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor,
                          connect_timeout=connect_timeout)
     raise ValueError(f"unknown engine {engine!r}: use 'local' or 'ray'")
+
+
+def _where(model: Union[str, Path]) -> str:
+    """A pipeline directory as an absolute path, a package name as given."""
+    return str(Path(model).resolve()) if Path(model).exists() else str(model)

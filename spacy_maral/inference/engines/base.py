@@ -6,7 +6,7 @@ import resource
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from spacy_maral.inference.threads import set_torch_threads
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
@@ -29,6 +29,10 @@ class WorkerSpec:
     inference_tau (Optional[float]): override maral_ner's inference_tau (pseudo-label).
     precision (str): the encoder's precision, "auto", "fp32" or "bf16"
         (spacy_maral.encoder_runtime.v1).
+    ensemble (Tuple[str, ...]): more pipelines (paths or package names, loaded like
+        `model`, with the same inference_tau and precision) that each task gets as its
+        `ensemble` argument: pseudo-label averages their span probabilities with the
+        first pipeline's.
     """
 
     model: str
@@ -36,6 +40,7 @@ class WorkerSpec:
     gpu_id: int = -1
     inference_tau: Optional[float] = None
     precision: str = "auto"
+    ensemble: Tuple[str, ...] = ()
 
 
 def peak_rss_mb() -> float:
@@ -59,9 +64,10 @@ class PipelineWorker:
 
     spec (WorkerSpec): how to load the pipeline (ignored when `nlp` is given).
     nlp (Optional[Language]): an already loaded pipeline (the in-process engine).
+    ensemble (Optional[Sequence[Language]]): the spec's ensemble, already loaded (with `nlp`).
     """
 
-    def __init__(self, spec: WorkerSpec, nlp=None) -> None:
+    def __init__(self, spec: WorkerSpec, nlp=None, ensemble: Optional[Sequence[Any]] = None) -> None:
         self.spec = spec
         set_torch_threads(spec.threads)
         if spec.gpu_id >= 0:
@@ -69,8 +75,14 @@ class PipelineWorker:
 
             require_gpu(spec.gpu_id)
         self.nlp = nlp if nlp is not None else load_pipeline(spec.model, precision=spec.precision)
+        if ensemble is None:
+            ensemble = [load_pipeline(model, precision=spec.precision) for model in spec.ensemble]
+        if len(ensemble) != len(spec.ensemble):
+            raise ValueError(f"the worker was given {len(ensemble)} ensemble pipelines for the {len(spec.ensemble)} of its spec")
+        self.ensemble = list(ensemble)
         if spec.inference_tau is not None:
-            find_maral_ner(self.nlp).inference_tau = spec.inference_tau
+            for pipeline in [self.nlp, *self.ensemble]:
+                find_maral_ner(pipeline).inference_tau = spec.inference_tau
 
     def run(self, task: Task, payload: Any, **kwargs) -> Dict[str, Any]:
         """Process one partition.
@@ -87,6 +99,8 @@ class PipelineWorker:
             loading included) and its memory now, the partition's wall and CPU time).
         """
         start, cpu_start = time.perf_counter(), time.process_time()
+        if self.ensemble:
+            kwargs = {**kwargs, "ensemble": self.ensemble}
         result = task(self.nlp, payload, **kwargs)
         result.update(pid=os.getpid(), peak_rss_mb=peak_rss_mb(), rss_mb=current_rss_mb(),
                       seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu_start)

@@ -3,7 +3,7 @@ import os
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict
-from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, Optional, Sequence, Tuple
 
 from spacy_maral.inference.engines.base import Item, PipelineWorker, Task, WorkerSpec
 
@@ -14,17 +14,19 @@ class InProcessEngine:
     spec (WorkerSpec): how to load the pipeline.
     nlp (Optional[Language]): a pipeline already loaded in this process (then `spec`
         only names it).
+    ensemble (Optional[Sequence[Language]]): with `nlp`: the spec's ensemble, already loaded.
     """
 
     name = "local"
 
-    def __init__(self, spec: WorkerSpec, nlp=None) -> None:
+    def __init__(self, spec: WorkerSpec, nlp=None, ensemble: Optional[Sequence[Any]] = None) -> None:
         self.spec = spec
         self._nlp = nlp
+        self._ensemble = ensemble
         self.worker: Optional[PipelineWorker] = None
 
     def __enter__(self) -> "InProcessEngine":
-        self.worker = PipelineWorker(self.spec, nlp=self._nlp)
+        self.worker = PipelineWorker(self.spec, nlp=self._nlp, ensemble=self._ensemble)
         return self
 
     def __exit__(self, *exc) -> None:
