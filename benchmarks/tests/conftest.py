@@ -12,6 +12,8 @@ _spec = importlib.util.spec_from_file_location("product_conftest", REPO / "tests
 _product = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_product)
 tiny_encoder = _product.tiny_encoder
+trained = _product.trained
+trained_dir = _product.trained_dir
 
 
 def _script(name: str):
@@ -30,3 +32,8 @@ def seed_report():
 @pytest.fixture(scope="module")
 def tables():
     return _script("tables")
+
+
+@pytest.fixture(scope="module")
+def ensemble_dev():
+    return _script("ensemble_dev")
