@@ -12,6 +12,7 @@ from spacy_maral.cli import (  # noqa: F401  (each module adds its commands to a
     package,
     predict,
     pseudo_label,
+    teachers,
 )
 from spacy_maral.cli._app import app
 

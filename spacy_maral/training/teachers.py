@@ -1,0 +1,150 @@
+"""Several stage-1 teachers trained side by side, one per seed, for a pseudo-label ensemble
+(`pseudo-label --ensemble`, spacy_maral.training.ensemble).
+
+Each teacher is one `spacy train CONFIG --output OUTPUT/teacher-sSEED --system.seed SEED`
+process, run under `spacy_maral measure` (its wall time and peak memory in its
+timing.json), its console output in its train.log. At most `jobs` run at once, and the
+machine's cores are shared between them (OMP_NUM_THREADS): on a small machine several
+single-threaded trainings finish sooner than the same trainings one after another with
+all cores each. A teacher whose folder already holds model-best and timing.json is kept,
+so a run that was stopped and started again trains only the missing ones.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+from spacy_maral.fileio import atomic_write_text
+
+SUMMARY = "teachers.json"
+RESERVED = ("--output", "-o", "--system.seed")  # set by train_teachers for every teacher
+
+
+@dataclass
+class _Running:
+    seed: int
+    proc: subprocess.Popen
+    log: object
+    started: float
+
+
+def teacher_dir(output_dir: Path, seed: int) -> Path:
+    """The folder of the teacher of `seed` (its model-best, model-last, timing.json, train.log)."""
+    return Path(output_dir) / f"teacher-s{seed}"
+
+
+def check_overrides(overrides: Sequence[str]) -> None:
+    """Raise ValueError when an override sets what every teacher gets from train_teachers."""
+    for arg in overrides:
+        name = arg.split("=", 1)[0]
+        if name in RESERVED:
+            raise ValueError(f"{name} is set for each teacher by train-teachers (OUTPUT_DIR/teacher-sSEED, --seeds); leave it out")
+
+
+def train_teachers(
+    config: Path,
+    output_dir: Path,
+    seeds: Sequence[int],
+    overrides: Sequence[str] = (),
+    jobs: int = 0,
+    report: Callable[[str], None] = print,
+    status_every_s: float = 60.0,
+) -> Dict[str, Dict[str, object]]:
+    """Train one teacher per seed, side by side; write OUTPUT_DIR/teachers.json.
+
+    config (Path): the stage-1 training config (e.g. configs/source.cfg).
+    output_dir (Path): folder for the teachers, one teacher-sSEED folder each.
+    seeds (Sequence[int]): one teacher per seed (distinct).
+    overrides (Sequence[str]): more `spacy train` arguments, the same for every teacher
+        (e.g. "--paths.train", "corpus/en-train.spacy"); not --output or --system.seed.
+    jobs (int): trainings at once (0 = all of them).
+    report (Callable[[str], None]): where the progress lines go.
+    status_every_s (float): seconds between the status lines of the running trainings.
+    RETURNS (Dict[str, Dict[str, object]]): per seed: "model" (its model-best), "wall_s",
+        "peak_rss_gb" and "kept" (already trained before this run). Raises RuntimeError
+        naming each teacher that failed and its log, after the others have finished.
+    """
+    config, output_dir = Path(config), Path(output_dir)
+    if not config.is_file():
+        raise ValueError(f"the training config {config} does not exist")
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"give one or more distinct seeds (got {list(seeds)})")
+    check_overrides(overrides)
+    todo = [s for s in seeds if not _finished(teacher_dir(output_dir, s))]
+    for seed in seeds:
+        if seed not in todo:
+            report(f"teacher-s{seed}: kept (trained earlier: {teacher_dir(output_dir, seed) / 'model-best'})")
+    at_once = min(jobs or len(todo), len(todo)) if todo else 1
+    threads = max(1, (os.cpu_count() or 1) // at_once)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    queue, running, failed = list(todo), [], []
+    last_status = time.monotonic()
+    try:
+        while queue or running:
+            while queue and len(running) < at_once:
+                seed = queue.pop(0)
+                running.append(_start(config, output_dir, seed, overrides, env))
+                report(f"teacher-s{seed}: started ({threads} thread(s)), log {teacher_dir(output_dir, seed) / 'train.log'}")
+            time.sleep(0.5)
+            for run in [r for r in running if r.proc.poll() is not None]:
+                running.remove(run)
+                run.log.close()
+                minutes = (time.monotonic() - run.started) / 60
+                if run.proc.returncode == 0:
+                    report(f"teacher-s{run.seed}: done in {minutes:.1f} min")
+                else:
+                    failed.append(run.seed)
+                    report(f"teacher-s{run.seed}: FAILED (exit {run.proc.returncode}) after {minutes:.1f} min")
+            if running and time.monotonic() - last_status >= status_every_s:
+                last_status = time.monotonic()
+                report("; ".join(f"teacher-s{r.seed}: {_last_line(teacher_dir(output_dir, r.seed) / 'train.log')}" for r in running))
+    finally:
+        for run in running:  # interrupted: stop the trainings this run started (each its own process group)
+            os.killpg(run.proc.pid, signal.SIGTERM)
+            run.proc.wait()
+            run.log.close()
+    if failed:
+        raise RuntimeError("; ".join(
+            f"teacher-s{s} failed, see {teacher_dir(output_dir, s) / 'train.log'}: {_last_line(teacher_dir(output_dir, s) / 'train.log')}"
+            for s in failed))
+    summary = {}
+    for seed in seeds:
+        folder = teacher_dir(output_dir, seed)
+        timing = json.loads((folder / "timing.json").read_text(encoding="utf8"))
+        summary[str(seed)] = {"model": str(folder / "model-best"), "wall_s": timing["wall_s"],
+                              "peak_rss_gb": timing["peak_rss_gb"], "kept": seed not in todo}
+    atomic_write_text(output_dir / SUMMARY, json.dumps({"config": str(config), "overrides": list(overrides),
+                                                       "threads": threads, "teachers": summary}, indent=2))
+    return summary
+
+
+def _finished(folder: Path) -> bool:
+    return (folder / "model-best").is_dir() and (folder / "timing.json").is_file()
+
+
+def _start(config: Path, output_dir: Path, seed: int, overrides: Sequence[str], env: Dict[str, str]) -> _Running:
+    folder = teacher_dir(output_dir, seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "timing.json").unlink(missing_ok=True)  # written again when this training succeeds
+    cmd = [sys.executable, "-m", "spacy_maral", "measure", str(folder / "timing.json"), "--",
+           sys.executable, "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", str(seed), *overrides]
+    log = open(folder / "train.log", "w", encoding="utf8")
+    log.write(" ".join(cmd) + "\n")
+    log.flush()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**env, "PYTHONUNBUFFERED": "1"},
+                            start_new_session=True)
+    return _Running(seed, proc, log, time.monotonic())
+
+
+def _last_line(path: Path, limit: int = 160) -> Optional[str]:
+    """The last non-empty line of a log (a training's latest table row or error)."""
+    try:
+        lines: List[str] = [line.strip() for line in path.read_text(encoding="utf8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return None
+    return lines[-1][:limit] if lines else "(no output yet)"

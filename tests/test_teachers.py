@@ -1,0 +1,79 @@
+"""`train-teachers`: one stage-1 teacher per seed, side by side (spacy_maral.training.teachers)."""
+import json
+
+import pytest
+from spacy.tokens import DocBin
+from thinc.api import Config
+
+from helpers import REPO, build_nlp, make_examples
+from spacy_maral.pipeline.encoder_runtime import load_pipeline
+from spacy_maral.pipeline.maral_ner import find_maral_ner
+from spacy_maral.training.pseudo_label import head_fingerprint
+from spacy_maral.training.teachers import train_teachers
+
+
+@pytest.fixture(scope="module")
+def setup(tiny_encoder, tmp_path_factory):
+    """configs/source.cfg on the tiny encoder (not interpolated: --paths.* overrides work) and a tiny corpus."""
+    work = tmp_path_factory.mktemp("teachers")
+    corpus = work / "train.spacy"
+    DocBin(docs=[eg.reference for eg in make_examples(build_nlp(tiny_encoder))]).to_disk(corpus)
+    config = Config().from_disk(REPO / "configs" / "source.cfg", interpolate=False)
+    config["paths"].update({"train": str(corpus), "dev": str(corpus), "encoder": str(tiny_encoder)})
+    config["components"]["transformer"]["model"]["get_spans"].update({"window": 32, "stride": 24})
+    config["components"]["maral_ner"]["model"].update({"hidden_width": 32, "projection_dim": 16})
+    config["training"].update({"max_steps": 6, "eval_frequency": 3})
+    config["training"]["optimizer"]["learn_rate"].update({"warmup_steps": 2})
+    config.to_disk(work / "source.cfg")
+    return work, work / "source.cfg"
+
+
+@pytest.mark.slow
+def test_two_seeds_side_by_side_then_kept(setup, tmp_path) -> None:
+    _, config = setup
+    lines = []
+    summary = train_teachers(config, tmp_path / "t", [0, 1], ["--training.max_steps", "4"], report=lines.append)
+    assert sorted(summary) == ["0", "1"] and not any(e["kept"] for e in summary.values())
+    assert any("teacher-s0: started" in line for line in lines) and any("teacher-s1: done" in line for line in lines)
+    heads = [head_fingerprint(find_maral_ner(load_pipeline(summary[s]["model"], precision="fp32"))) for s in ("0", "1")]
+    assert heads[0] != heads[1], "the two seeds trained the same teacher"
+    log = (tmp_path / "t" / "teacher-s1" / "train.log").read_text(encoding="utf8")
+    assert "--system.seed 1" in log and "--training.max_steps 4" in log
+    written = json.loads((tmp_path / "t" / "teachers.json").read_text(encoding="utf8"))
+    assert written["teachers"]["1"]["model"].endswith("teacher-s1/model-best")
+    model = tmp_path / "t" / "teacher-s0" / "model-best" / "meta.json"
+    before = model.stat().st_mtime_ns
+    again = train_teachers(config, tmp_path / "t", [0, 1], ["--training.max_steps", "4"], report=lines.append)
+    assert all(e["kept"] for e in again.values()) and model.stat().st_mtime_ns == before
+
+
+@pytest.mark.slow
+def test_a_failed_teacher_is_named_with_its_log(setup, tmp_path) -> None:
+    _, config = setup
+    with pytest.raises(RuntimeError, match=r"teacher-s3 failed, see .*teacher-s3/train.log"):
+        train_teachers(config, tmp_path / "t", [3], ["--paths.train", str(tmp_path / "missing.spacy")], report=lambda _: None)
+    assert not (tmp_path / "t" / "teachers.json").exists() and not (tmp_path / "t" / "teacher-s3" / "timing.json").exists()
+
+
+def test_settings_refused_before_any_work(setup, tmp_path) -> None:
+    _, config = setup
+    with pytest.raises(ValueError, match="--system.seed is set for each teacher"):
+        train_teachers(config, tmp_path / "t", [0], ["--system.seed", "4"])
+    with pytest.raises(ValueError, match="distinct seeds"):
+        train_teachers(config, tmp_path / "t", [1, 1])
+    with pytest.raises(ValueError, match="does not exist"):
+        train_teachers(tmp_path / "nope.cfg", tmp_path / "t", [0])
+    assert not (tmp_path / "t").exists()
+
+
+def test_train_teachers_command_errors(setup, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from spacy_maral.cli import app
+
+    _, config = setup
+    reserved = CliRunner().invoke(app, ["train-teachers", str(config), str(tmp_path / "t"), "--seeds", "0", "--output", "x"])
+    assert reserved.exit_code == 2 and "--output is set for each teacher" in reserved.output
+    bad = CliRunner().invoke(app, ["train-teachers", str(config), str(tmp_path / "t"), "--seeds", "0,one"])
+    assert bad.exit_code == 2 and "0,one" in bad.output
+    assert not (tmp_path / "t").exists()
