@@ -274,13 +274,26 @@ def test_format_table_rows_per_system() -> None:
 def test_parallel_appends_the_shared_arguments_to_every_command(tmp_path) -> None:
     """`spacy_maral parallel --append ARGS` runs each command with ARGS at its end (the
     benchmark workflow writes the trainings' shared overrides once that way)."""
-    from spacy_maral.bench.parallel import run_parallel
+    from spacy_maral.parallel import run_parallel
 
     show = "python -c 'import sys; print(sys.argv[1:])'"
     failed = run_parallel([f"{show} a", f"{show} b --x 1"], jobs=2, log_dir=tmp_path, append="--y 'two words'")
     assert failed == []
     logs = sorted(p.read_text().strip() for p in tmp_path.glob("*.log"))
     assert logs == ["['a', '--y', 'two words']", "['b', '--x', '1', '--y', 'two words']"]
+
+
+def test_parallel_threads_log_files_and_status_lines(tmp_path, capsys) -> None:
+    from spacy_maral.parallel import run_parallel
+
+    show = "python -c 'import os, time; print(os.environ[\"OMP_NUM_THREADS\"], flush=True); time.sleep(2.5)'"
+    logs = [tmp_path / "a" / "one.log", tmp_path / "b" / "two.log"]
+    assert run_parallel([show, show], jobs=2, threads=3, logs=logs, status_every_s=1) == []
+    assert [log.read_text().strip() for log in logs] == ["3", "3"]
+    out = capsys.readouterr().out
+    assert "[0]" in out and "min: 3" in out  # a status line with the log's last line
+    with pytest.raises(ValueError, match="1 log files for 2 commands"):
+        run_parallel([show, show], logs=logs[:1])
 
 
 def test_project_assets_are_checksummed_public_conll_files() -> None:

@@ -81,7 +81,7 @@ def parallel_command(
     """Run independent commands side by side (e.g. two trainings on a 2-core CPU, where
     two 1-thread runs beat two 2-thread runs one after the other). Stops with the
     first failure's exit code once all have ended, and prints the tail of its log."""
-    from spacy_maral.bench.parallel import run_parallel
+    from spacy_maral.parallel import run_parallel
 
     failed = run_parallel(commands, jobs=jobs, log_dir=log_dir, append=append)
     if failed:

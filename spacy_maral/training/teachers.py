@@ -3,34 +3,24 @@
 
 Each teacher is one `spacy train CONFIG --output OUTPUT/teacher-sSEED --system.seed SEED`
 process, run under `spacy_maral measure` (its wall time and peak memory in its
-timing.json), its console output in its train.log. At most `jobs` run at once, and the
-machine's cores are shared between them (OMP_NUM_THREADS): on a small machine several
+timing.json), its console output in its train.log, side by side with
+spacy_maral.parallel.run_parallel. At most `jobs` run at once, and the machine's cores
+are shared between them (OMP_NUM_THREADS): on a small machine several
 single-threaded trainings finish sooner than the same trainings one after another with
 all cores each. A teacher whose folder already holds model-best and timing.json is kept,
 so a run that was stopped and started again trains only the missing ones.
 """
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
+import shlex
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Sequence
 
 from spacy_maral.fileio import atomic_write_text
+from spacy_maral.parallel import run_parallel
 
 SUMMARY = "teachers.json"
 RESERVED = ("--output", "-o", "--system.seed")  # set by train_teachers for every teacher
-
-
-@dataclass
-class _Running:
-    seed: int
-    proc: subprocess.Popen
-    log: object
-    started: float
 
 
 def teacher_dir(output_dir: Path, seed: int) -> Path:
@@ -63,11 +53,14 @@ def train_teachers(
     overrides (Sequence[str]): more `spacy train` arguments, the same for every teacher
         (e.g. "--paths.train", "corpus/en-train.spacy"); not --output or --system.seed.
     jobs (int): trainings at once (0 = all of them).
-    report (Callable[[str], None]): where the progress lines go.
-    status_every_s (float): seconds between the status lines of the running trainings.
+    report (Callable[[str], None]): where the lines about kept teachers go (run_parallel
+        reports the trainings as they start and end).
+    status_every_s (float): seconds between the status lines of the running trainings
+        (the last line of each one's log).
     RETURNS (Dict[str, Dict[str, object]]): per seed: "model" (its model-best), "wall_s",
         "peak_rss_gb" and "kept" (already trained before this run). Raises RuntimeError
-        naming each teacher that failed and its log, after the others have finished.
+        naming each teacher that failed and its log, after the others have finished
+        (run_parallel prints the end of each failed log).
     """
     config, output_dir = Path(config), Path(output_dir)
     if not config.is_file():
@@ -81,37 +74,14 @@ def train_teachers(
             report(f"teacher-s{seed}: kept (trained earlier: {teacher_dir(output_dir, seed) / 'model-best'})")
     at_once = min(jobs or len(todo), len(todo)) if todo else 1
     threads = max(1, (os.cpu_count() or 1) // at_once)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    queue, running, failed = list(todo), [], []
-    last_status = time.monotonic()
-    try:
-        while queue or running:
-            while queue and len(running) < at_once:
-                seed = queue.pop(0)
-                running.append(_start(config, output_dir, seed, overrides, env))
-                report(f"teacher-s{seed}: started ({threads} thread(s)), log {teacher_dir(output_dir, seed) / 'train.log'}")
-            time.sleep(0.5)
-            for run in [r for r in running if r.proc.poll() is not None]:
-                running.remove(run)
-                run.log.close()
-                minutes = (time.monotonic() - run.started) / 60
-                if run.proc.returncode == 0:
-                    report(f"teacher-s{run.seed}: done in {minutes:.1f} min")
-                else:
-                    failed.append(run.seed)
-                    report(f"teacher-s{run.seed}: FAILED (exit {run.proc.returncode}) after {minutes:.1f} min")
-            if running and time.monotonic() - last_status >= status_every_s:
-                last_status = time.monotonic()
-                report("; ".join(f"teacher-s{r.seed}: {_last_line(teacher_dir(output_dir, r.seed) / 'train.log')}" for r in running))
-    finally:
-        for run in running:  # interrupted: stop the trainings this run started (each its own process group)
-            os.killpg(run.proc.pid, signal.SIGTERM)
-            run.proc.wait()
-            run.log.close()
-    if failed:
-        raise RuntimeError("; ".join(
-            f"teacher-s{s} failed, see {teacher_dir(output_dir, s) / 'train.log'}: {_last_line(teacher_dir(output_dir, s) / 'train.log')}"
-            for s in failed))
+    for seed in todo:
+        (teacher_dir(output_dir, seed) / "timing.json").unlink(missing_ok=True)  # written again when it succeeds
+    commands = [shlex.join(teacher_command(config, output_dir, seed, overrides)) for seed in todo]
+    logs = [teacher_dir(output_dir, seed) / "train.log" for seed in todo]
+    failed = set(run_parallel(commands, jobs=at_once, threads=threads, logs=logs, status_every_s=status_every_s))
+    bad = [seed for seed, command in zip(todo, commands) if command in failed]
+    if bad:
+        raise RuntimeError("; ".join(f"teacher-s{s} failed, see {teacher_dir(output_dir, s) / 'train.log'}" for s in bad))
     summary = {}
     for seed in seeds:
         folder = teacher_dir(output_dir, seed)
@@ -127,24 +97,8 @@ def _finished(folder: Path) -> bool:
     return (folder / "model-best").is_dir() and (folder / "timing.json").is_file()
 
 
-def _start(config: Path, output_dir: Path, seed: int, overrides: Sequence[str], env: Dict[str, str]) -> _Running:
+def teacher_command(config: Path, output_dir: Path, seed: int, overrides: Sequence[str]) -> List[str]:
+    """The command line that trains the teacher of `seed` (under `spacy_maral measure`)."""
     folder = teacher_dir(output_dir, seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "timing.json").unlink(missing_ok=True)  # written again when this training succeeds
-    cmd = [sys.executable, "-m", "spacy_maral", "measure", str(folder / "timing.json"), "--",
-           sys.executable, "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", str(seed), *overrides]
-    log = open(folder / "train.log", "w", encoding="utf8")
-    log.write(" ".join(cmd) + "\n")
-    log.flush()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**env, "PYTHONUNBUFFERED": "1"},
-                            start_new_session=True)
-    return _Running(seed, proc, log, time.monotonic())
-
-
-def _last_line(path: Path, limit: int = 160) -> Optional[str]:
-    """The last non-empty line of a log (a training's latest table row or error)."""
-    try:
-        lines: List[str] = [line.strip() for line in path.read_text(encoding="utf8", errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return None
-    return lines[-1][:limit] if lines else "(no output yet)"
+    return ["python", "-m", "spacy_maral", "measure", str(folder / "timing.json"), "--",
+            "python", "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", str(seed), *overrides]

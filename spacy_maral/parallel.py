@@ -5,43 +5,67 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from wasabi import msg
 
 
-def run_parallel(commands: List[str], jobs: int = 2, log_dir: Path = Path("logs"), append: str = "") -> List[str]:
+def run_parallel(
+    commands: List[str],
+    jobs: int = 2,
+    log_dir: Path = Path("logs"),
+    append: str = "",
+    threads: Optional[int] = None,
+    logs: Optional[Sequence[Path]] = None,
+    status_every_s: float = 0.0,
+) -> List[str]:
     """Run `commands` (shell-like strings, split with shlex; no shell), at most `jobs` at
-    once. With jobs > 1 each gets OMP_NUM_THREADS=1 and MKL_NUM_THREADS=1.
+    once.
 
     commands (List[str]): the commands.
     jobs (int): how many run at once.
     log_dir (Path): each command's stdout and stderr go to log_dir/<index>-<word>.log.
     append (str): arguments added to the end of every command (split with shlex), e.g.
         the overrides several trainings share, written once.
+    threads (Optional[int]): OMP_NUM_THREADS and MKL_NUM_THREADS of every command; None:
+        1 when jobs > 1, else the environment's.
+    logs (Optional[Sequence[Path]]): the log file of each command instead (log_dir unused).
+    status_every_s (float): every so many seconds, print the last line of each running
+        command's log (0: only when one starts and ends).
     RETURNS (List[str]): the commands that failed (empty when all succeeded).
     """
+    if logs is not None and len(logs) != len(commands):
+        raise ValueError(f"{len(logs)} log files for {len(commands)} commands")
     log_dir = Path(log_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
+    if logs is None:
+        log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    if jobs > 1:
-        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    if threads is None and jobs > 1:
+        threads = 1
+    if threads is not None:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     if append:
         commands = [f"{command} {append}" for command in commands]
     pending = list(enumerate(commands))
     running: List[Tuple[int, str, subprocess.Popen, Path, float]] = []
     failed: List[str] = []
+    last_status = time.time()
     while pending or running:
         while pending and len(running) < jobs:
             i, command = pending.pop(0)
             argv = shlex.split(command)
             if argv and argv[0] == "python":
                 argv[0] = sys.executable
-            log = log_dir / f"{i:02d}-{_label(argv)}.log"
+            log = Path(logs[i]) if logs is not None else log_dir / f"{i:02d}-{_label(argv)}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
             handle = log.open("w", encoding="utf8")
             msg.info(f"[{i}] started: {command}  (log: {log})")
             running.append((i, command, subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, env=env), log, time.time()))
         time.sleep(1.0)
+        if status_every_s and running and time.time() - last_status >= status_every_s:
+            last_status = time.time()
+            for i, _, _, log, started in running:
+                msg.text(f"[{i}] {(time.time() - started) / 60:.1f} min: {_last_line(log)}")
         for item in list(running):
             i, command, proc, log, started = item
             if proc.poll() is None:
@@ -64,3 +88,12 @@ def _label(argv: List[str]) -> str:
     else:
         value = "-".join(Path(a).name for a in argv[1:4])
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in value.replace("/", "_"))[:60]
+
+
+def _last_line(log: Path, limit: int = 160) -> str:
+    """The last non-empty line of a log (a training's latest table row)."""
+    try:
+        lines = [line.strip() for line in log.read_text(encoding="utf8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1][:limit] if lines else "(no output yet)"
