@@ -19,6 +19,8 @@ SOURCE ?= en
 TARGET ?= de
 # the development language: its dev set (DATA/DEV_LANG/dev.conll) calibrates the shipped scores
 DEV_LANG ?= es
+# seeds of more teachers for the pseudo-labels (the workflow's ensemble_seeds), e.g. 1,2; empty: one teacher
+ENSEMBLE_SEEDS ?=
 ENCODER ?= encoders/multilingual-e5-small
 STAGE1_STEPS ?= 1800
 STAGE2_STEPS ?= 800
@@ -66,7 +68,7 @@ all: setup
 conll: setup
 	cd project && ../$(PY) -m spacy project run all . --vars.data_dir $(abspath $(DATA)) \
 	  --vars.target_lang $(TARGET) --vars.target_text $(abspath $(DATA))/$(TARGET)/train.conll \
-	  --vars.dev_lang $(DEV_LANG) \
+	  --vars.dev_lang $(DEV_LANG) --vars.ensemble_seeds "$(ENSEMBLE_SEEDS)" \
 	  --vars.stage1_steps $(STAGE1_STEPS) --vars.stage2_steps $(STAGE2_STEPS) \
 	  --vars.target_docs $(MAX_TARGET_DOCS) --vars.stage2_epochs $(STAGE2_EPOCHS) \
 	  --vars.pseudo_limit $(PSEUDO_LIMIT) --vars.eval_every $(EVAL_EVERY) --vars.dev_limit $(DEV_LIMIT) $(VARS)

@@ -158,6 +158,13 @@ def test_pseudo_label_command_takes_ensemble_teachers(trained_dir, second_dir, t
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "_manifest.json").read_text(encoding="utf8"))
     assert len(manifest["ensemble_head_sha256"]) == 1
+    listed = tmp_path / "teachers.json"  # what train-teachers writes
+    listed.write_text(json.dumps({"teachers": {"1": {"model": str(second_dir)}}}), encoding="utf8")
+    result = CliRunner().invoke(app, ["pseudo-label", str(trained_dir), str(target), str(tmp_path / "from"), "--ensemble-from", str(listed),
+                                      "--precision", "fp32"])
+    assert result.exit_code == 0, result.output
+    for shard in sorted(out.glob("shard-*.spacy")):
+        assert (tmp_path / "from" / shard.name).read_bytes() == shard.read_bytes()
     missing = CliRunner().invoke(app, ["pseudo-label", str(trained_dir), str(target), str(tmp_path / "x"), "--ensemble",
                                        str(tmp_path / "no-such-teacher")])
     assert missing.exit_code == 1 and "no-such-teacher" in missing.output

@@ -78,3 +78,14 @@ def test_train_teachers_command_errors(setup, tmp_path) -> None:
     bad = CliRunner().invoke(app, ["train-teachers", str(config), str(tmp_path / "t"), "--seeds", "0,one"])
     assert bad.exit_code == 2 and "0,one" in bad.output
     assert not (tmp_path / "t").exists()
+
+
+def test_no_seeds_writes_an_empty_ensemble(setup, tmp_path) -> None:
+    from spacy_maral.training.teachers import ensemble_models
+
+    _, config = setup
+    assert train_teachers(config, tmp_path / "t", []) == {}
+    assert ensemble_models(tmp_path / "t" / "teachers.json") == []
+    (tmp_path / "bad.json").write_text("[1, 2]", encoding="utf8")
+    with pytest.raises(ValueError, match="bad.json is not the teachers.json of train-teachers"):
+        ensemble_models(tmp_path / "bad.json")

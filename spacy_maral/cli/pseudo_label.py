@@ -22,6 +22,7 @@ def pseudo_label_command(
     gold_tokens: bool = typer.Option(False, "--gold-tokens", help="Keep the tokens of a .spacy or CoNLL corpus instead of tokenizing its raw text."),
     inference_tau: Optional[float] = typer.Option(None, "--inference-tau", help="Override the teacher's inference_tau (source prior weight in the decision rule); choose it on the source dev set."),
     ensemble: List[Path] = typer.Option([], "--ensemble", help="Another teacher (repeat for more): the soft labels come from the mean of all teachers' span probabilities, decoded once. Every teacher needs the same labels and max_width; the first one's tokenizer reads the corpus."),
+    ensemble_from: Optional[Path] = typer.Option(None, "--ensemble-from", help="The teachers.json of `train-teachers`: its teachers join the ensemble (none listed: the teacher alone)."),
     engine: str = typer.Option("local", "--engine", help="local: label in this process; ray: on Ray actors (pip install 'spacy-maral[ray]'), shard by shard, bit-identical output."),
     address: Optional[str] = typer.Option(None, "--address", help="ray: the cluster to join ('auto': the one `ray start` runs here); default: start a local Ray instance for this run."),
     num_actors: int = typer.Option(0, "--num-actors", min=0, help="ray: actors, each loading the teacher once (0 = as many as the free CPUs/GPUs allow)."),
@@ -55,6 +56,10 @@ def pseudo_label_command(
     if gpu_id >= 0 and engine == "local":
         require_gpu(gpu_id)
     try:
+        if ensemble_from is not None:
+            from spacy_maral.training.teachers import ensemble_models
+
+            ensemble = [*ensemble, *(Path(m) for m in ensemble_models(ensemble_from))]
         nlp = load_pipeline(teacher, precision=precision)
         if lang:
             set_tokenizer_lang(nlp, lang)

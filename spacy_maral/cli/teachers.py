@@ -20,7 +20,7 @@ def train_teachers_command(
     ctx: typer.Context,
     config: Path = typer.Argument(..., help="Stage-1 training config, e.g. configs/source.cfg."),
     output_dir: Path = typer.Argument(..., help="Folder for the teachers: OUTPUT_DIR/teacher-sSEED each."),
-    seeds: str = typer.Option("0,1,2", "--seeds", help="One teacher per seed, e.g. 0,1,2."),
+    seeds: str = typer.Option("0,1,2", "--seeds", help="One teacher per seed, e.g. 0,1,2 (\"\": none, only an empty teachers.json)."),
     jobs: int = typer.Option(0, "--jobs", min=0, help="Trainings at once (0 = all); the cores are shared between them."),
 ) -> None:
     """Train one teacher per seed side by side, e.g. for `pseudo-label --ensemble`. Every

@@ -49,7 +49,8 @@ def train_teachers(
 
     config (Path): the stage-1 training config (e.g. configs/source.cfg).
     output_dir (Path): folder for the teachers, one teacher-sSEED folder each.
-    seeds (Sequence[int]): one teacher per seed (distinct).
+    seeds (Sequence[int]): one teacher per seed (distinct; none: only the empty
+        teachers.json is written, for a workflow whose ensemble is off).
     overrides (Sequence[str]): more `spacy train` arguments, the same for every teacher
         (e.g. "--paths.train", "corpus/en-train.spacy"); not --output or --system.seed.
     jobs (int): trainings at once (0 = all of them).
@@ -65,8 +66,8 @@ def train_teachers(
     config, output_dir = Path(config), Path(output_dir)
     if not config.is_file():
         raise ValueError(f"the training config {config} does not exist")
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"give one or more distinct seeds (got {list(seeds)})")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"give distinct seeds (got {list(seeds)})")
     check_overrides(overrides)
     todo = [s for s in seeds if not _finished(teacher_dir(output_dir, s))]
     for seed in seeds:
@@ -78,7 +79,7 @@ def train_teachers(
         (teacher_dir(output_dir, seed) / "timing.json").unlink(missing_ok=True)  # written again when it succeeds
     commands = [shlex.join(teacher_command(config, output_dir, seed, overrides)) for seed in todo]
     logs = [teacher_dir(output_dir, seed) / "train.log" for seed in todo]
-    failed = set(run_parallel(commands, jobs=at_once, threads=threads, logs=logs, status_every_s=status_every_s))
+    failed = set(run_parallel(commands, jobs=at_once, threads=threads, logs=logs, status_every_s=status_every_s)) if todo else set()
     bad = [seed for seed, command in zip(todo, commands) if command in failed]
     if bad:
         raise RuntimeError("; ".join(f"teacher-s{s} failed, see {teacher_dir(output_dir, s) / 'train.log'}" for s in bad))
@@ -88,6 +89,7 @@ def train_teachers(
         timing = json.loads((folder / "timing.json").read_text(encoding="utf8"))
         summary[str(seed)] = {"model": str(folder / "model-best"), "wall_s": timing["wall_s"],
                               "peak_rss_gb": timing["peak_rss_gb"], "kept": seed not in todo}
+    output_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(output_dir / SUMMARY, json.dumps({"config": str(config), "overrides": list(overrides),
                                                        "threads": threads, "teachers": summary}, indent=2))
     return summary
@@ -102,3 +104,17 @@ def teacher_command(config: Path, output_dir: Path, seed: int, overrides: Sequen
     folder = teacher_dir(output_dir, seed)
     return ["python", "-m", "spacy_maral", "measure", str(folder / "timing.json"), "--",
             "python", "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", str(seed), *overrides]
+
+
+def ensemble_models(summary_path: Path) -> List[str]:
+    """The teachers (model-best paths) listed in a train_teachers summary (teachers.json).
+
+    summary_path (Path): OUTPUT_DIR/teachers.json of train_teachers.
+    RETURNS (List[str]): the models, by seed order; empty for an ensemble that is off.
+    """
+    summary_path = Path(summary_path)
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf8"))
+        return [entry["model"] for entry in summary["teachers"].values()]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{summary_path} is not the teachers.json of train-teachers ({err})") from err
