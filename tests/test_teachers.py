@@ -46,6 +46,9 @@ def test_two_seeds_side_by_side_then_kept(setup, tmp_path) -> None:
     again = train_teachers(config, tmp_path / "t", [0, 1], ["--training.max_steps", "4"], report=lines.append)
     assert all(e["kept"] for e in again.values()) and model.stat().st_mtime_ns == before
     assert any("teacher-s1: kept" in line for line in lines)
+    changed = train_teachers(config, tmp_path / "t", [0], ["--training.max_steps", "5"], report=lines.append)
+    assert not changed["0"]["kept"] and model.stat().st_mtime_ns != before
+    assert any("teacher-s0: trained earlier with other settings" in line for line in lines)
 
 
 @pytest.mark.slow

@@ -25,7 +25,8 @@ def train_teachers_command(
 ) -> None:
     """Train one teacher per seed side by side, e.g. for `pseudo-label --ensemble`. Every
     other option is passed to each `spacy train` (e.g. --paths.train corpus/en-train.spacy).
-    A teacher already trained in OUTPUT_DIR (model-best and timing.json) is kept.
+    A teacher already trained in OUTPUT_DIR with the same settings (model-best, and the
+    same arguments in its timing.json) is kept; one trained otherwise is trained again.
     """
     from spacy_maral.training.teachers import train_teachers
 

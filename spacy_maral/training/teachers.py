@@ -7,8 +7,9 @@ timing.json), its console output in its train.log, side by side with
 spacy_maral.parallel.run_parallel. At most `jobs` run at once, and the machine's cores
 are shared between them (OMP_NUM_THREADS): on a small machine several
 single-threaded trainings finish sooner than the same trainings one after another with
-all cores each. A teacher whose folder already holds model-best and timing.json is kept,
-so a run that was stopped and started again trains only the missing ones.
+all cores each. A teacher whose folder already holds model-best and a timing.json of the
+same `spacy train` arguments is kept, so a run that was stopped and started again trains
+only the missing ones; one trained with other settings is trained again.
 """
 import json
 import os
@@ -69,10 +70,12 @@ def train_teachers(
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"give distinct seeds (got {list(seeds)})")
     check_overrides(overrides)
-    todo = [s for s in seeds if not _finished(teacher_dir(output_dir, s))]
+    todo = [s for s in seeds if not _finished(config, output_dir, s, overrides)]
     for seed in seeds:
         if seed not in todo:
-            report(f"teacher-s{seed}: kept (trained earlier: {teacher_dir(output_dir, seed) / 'model-best'})")
+            report(f"teacher-s{seed}: kept (trained earlier with these settings: {teacher_dir(output_dir, seed) / 'model-best'})")
+        elif (teacher_dir(output_dir, seed) / "timing.json").is_file():
+            report(f"teacher-s{seed}: trained earlier with other settings; training it again")
     at_once = min(jobs or len(todo), len(todo)) if todo else 1
     threads = max(1, (os.cpu_count() or 1) // at_once)
     for seed in todo:
@@ -95,8 +98,19 @@ def train_teachers(
     return summary
 
 
-def _finished(folder: Path) -> bool:
-    return (folder / "model-best").is_dir() and (folder / "timing.json").is_file()
+def _finished(config: Path, output_dir: Path, seed: int, overrides: Sequence[str]) -> bool:
+    """Whether the teacher of `seed` was trained to the end with this config and these
+    overrides (the `spacy train` arguments its timing.json recorded)."""
+    folder = teacher_dir(output_dir, seed)
+    if not (folder / "model-best").is_dir():
+        return False
+    try:
+        recorded = json.loads((folder / "timing.json").read_text(encoding="utf8"))["command"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    command = teacher_command(config, output_dir, seed, overrides)
+    train = command[command.index("--") + 1:]  # what measure ran: python -m spacy train ...
+    return isinstance(recorded, list) and recorded[1:] == train[1:]
 
 
 def teacher_command(config: Path, output_dir: Path, seed: int, overrides: Sequence[str]) -> List[str]:
