@@ -179,9 +179,8 @@ def pseudo_label(
     check_ensemble(nlp, ensemble)
     for member in ensemble:
         check_inference_tau(find_maral_ner(member).inference_tau)
-    loaded = len(getattr(engine, "spec", WorkerSpec(model="")).ensemble) if engine is not None else len(ensemble)
-    if loaded != len(ensemble):
-        raise ValueError(f"the engine's workers load {loaded} ensemble teachers, not the {len(ensemble)} given")
+    if engine is not None and len(engine.spec.ensemble) != len(ensemble):
+        raise ValueError(f"the engine's workers load {len(engine.spec.ensemble)} ensemble teachers, not the {len(ensemble)} given")
     input_path, output_dir = Path(input_path), Path(output_dir)
     check_target_path(input_path)  # before any old shard may be replaced
     manifest = {

@@ -82,7 +82,7 @@ def train_teachers(
         (teacher_dir(output_dir, seed) / "timing.json").unlink(missing_ok=True)  # written again when it succeeds
     commands = [shlex.join(teacher_command(config, output_dir, seed, overrides)) for seed in todo]
     logs = [teacher_dir(output_dir, seed) / "train.log" for seed in todo]
-    failed = set(run_parallel(commands, jobs=at_once, threads=threads, logs=logs, status_every_s=status_every_s)) if todo else set()
+    failed = set(run_parallel(commands, jobs=at_once, threads=threads, logs=logs, status_every_s=status_every_s))
     bad = [seed for seed, command in zip(todo, commands) if command in failed]
     if bad:
         raise RuntimeError("; ".join(f"teacher-s{s} failed, see {teacher_dir(output_dir, s) / 'train.log'}" for s in bad))
