@@ -173,6 +173,11 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
     assert student_config["initialize"]["after_init"]["init_from"] == "training/teacher/model-best"
     summary = json.loads((project / "corpus/de-pseudo/summary.json").read_text())
     assert summary["sentences"] == 400  # sample/de/train.txt, one sentence a line
+    # by default two more teachers (seeds 1 and 2) label the target text with the teacher
+    teachers = json.loads((project / "training/ensemble/teachers.json").read_text())["teachers"]
+    assert sorted(teachers) == ["1", "2"]
+    manifest = json.loads((project / "corpus/de-pseudo/_manifest.json").read_text())
+    assert len(manifest["ensemble_head_sha256"]) == 2
     dist = project / "packages" / "xx_maral_ner-0.1.0" / "dist"
     assert sorted(p.suffix for p in dist.iterdir()) == [".gz", ".whl"]
     # the exported pipeline carries no training-only adaptation state
@@ -312,3 +317,16 @@ def test_project_assets_are_checksummed_public_conll_files() -> None:
     dests = {a["dest"] for a in assets}
     for split in ("train", "dev"):
         assert f"assets/en/{split}.conll" in dests
+
+
+@pytest.mark.parametrize("target, temperature", [("de", "2.0"), ("es", "0")])
+def test_make_conll_defaults_ensemble_and_student_temperature(target, temperature) -> None:
+    """make conll's defaults: three teachers, and the student's temperature fitted on the
+    development language (es) only when that is the target; 2.0 elsewhere."""
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(["make", "-n", "-C", str(root), "conll", "DATA=/data", f"TARGET={target}"],
+                         capture_output=True, text=True, check=True)
+    line = " ".join(run.stdout.replace("\\\n", " ").split())
+    assert '--vars.ensemble_seeds "1,2"' in line
+    assert f"--vars.student_temperature {temperature} " in line
+    assert f"--vars.target_lang {target} " in line and "--vars.dev_lang es " in line

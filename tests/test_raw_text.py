@@ -291,6 +291,32 @@ def test_calibrate_cli_stores_the_temperature(trained_dir, trained, tmp_path) ->
     assert find_maral_ner(spacy.load(trained_dir)).score_temperature == 1.0
 
 
+def test_calibrate_cli_stores_a_given_temperature_and_reports_the_dev_set_at_it(trained_dir, trained, tmp_path) -> None:
+    from spacy.tokens import DocBin
+
+    from spacy_maral.evaluation.calibration import reliability, tempered_scores
+    from spacy_maral.evaluation.raw_text import entity_logits
+
+    dev = tmp_path / "dev.spacy"
+    DocBin(docs=[eg.reference for eg in trained.examples]).to_disk(dev)
+    out, report = tmp_path / "calibrated", tmp_path / "cal.json"
+    base = [sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev)]
+    subprocess.run(base + ["--output", str(out), "--report", str(report), "--temperature", "2.5"],
+                   check=True, capture_output=True, text=True)
+    result = json.loads(report.read_text())
+    assert result["temperature"] == 2.5 and result["fitted"] is False
+    assert find_maral_ner(spacy.load(out)).score_temperature == 2.5
+    # the report's "after" is the dev set's calibration at the given temperature
+    nlp = spacy.load(trained_dir)
+    logits, classes, correct = entity_logits(nlp, list(DocBin().from_disk(dev).get_docs(nlp.vocab)))
+    expected = reliability(tempered_scores(logits, classes, 2.5), correct)["ece"]
+    assert result["after"]["ece"] == pytest.approx(expected, abs=1e-6)
+    # a negative temperature is refused before any work, and nothing is written
+    bad = subprocess.run(base + ["--output", str(tmp_path / "bad"), "--temperature", "-1"], capture_output=True, text=True)
+    assert bad.returncode == 1 and "--temperature must be > 0" in " ".join(bad.stdout.split())
+    assert not (tmp_path / "bad").exists()
+
+
 # ------------------------------------------- training and labelling on raw text
 
 

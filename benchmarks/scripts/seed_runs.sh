@@ -18,7 +18,9 @@
 #   bash scripts/seed_runs.sh student SEED LANG V     stage 2, V = P (paper: from the pretrained
 #                                                     encoder), W (warm start from the teacher),
 #                                                     ST (plain self-training) or ST-W (self-training
-#                                                     warm-started from the teacher); calibrate, guard
+#                                                     warm-started from the teacher); calibrate, guard.
+#                                                     The score temperature: fitted on DEV_LANG's dev set
+#                                                     when LANG is DEV_LANG, else STUDENT_TEMPERATURE
 #   bash scripts/seed_runs.sh evaluate SEED LANG      LANG/test, read once: teacher and every
 #                                                     student of the seed, raw text + gold tokens.
 #                                                     VARIANTS="ST-W" evaluates only those students
@@ -32,7 +34,8 @@
 # (1800), EVAL1 (450), STEPS2 (800), EVAL2 (200), TARGET_DOCS (800), EPOCHS2 (8),
 # PSEUDO_LIMIT (4000), DEV_LIMIT (1000), TEST_LIMIT (0 = all). DEV_LANG (en): the language
 # whose dev set ($CORPUS/DEV_LANG-dev.spacy) calibrates the scores, as the workflow's
-# dev_lang (the amended protocol: es). TRAIN_ARGS: more
+# dev_lang (the amended protocol: es). STUDENT_TEMPERATURE (2.0, the Makefile's): the
+# temperature stored in a student whose LANG is not DEV_LANG (docs/protocol.md). TRAIN_ARGS: more
 # `spacy train` overrides for both stages (e.g. "--system.gpu_allocator null").
 # Stage-1 seed 0 may be an existing teacher: RUNS/teacher-s0 can be a link to it.
 set -euo pipefail
@@ -48,6 +51,7 @@ THREADS=${THREADS:-1}
 STEPS1=${STEPS1:-1800}; EVAL1=${EVAL1:-450}; STEPS2=${STEPS2:-800}; EVAL2=${EVAL2:-200}
 TARGET_DOCS=${TARGET_DOCS:-800}; EPOCHS2=${EPOCHS2:-8}; PSEUDO_LIMIT=${PSEUDO_LIMIT:-4000}
 DEV_LIMIT=${DEV_LIMIT:-1000}; TEST_LIMIT=${TEST_LIMIT:-0}; DEV_LANG=${DEV_LANG:-en}
+STUDENT_TEMPERATURE=${STUDENT_TEMPERATURE:-2.0}
 read -r -a TRAIN_EXTRA <<< "${TRAIN_ARGS:-}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
 export PYTHONUNBUFFERED=1
@@ -115,8 +119,10 @@ student)
     --corpora.train.max_target_docs "$TARGET_DOCS" --components.maral_ner.adaptation.n_epochs "$EPOCHS2" \
     --training.max_steps "$STEPS2" --training.eval_frequency "$EVAL2" --corpora.dev.limit "$DEV_LIMIT" \
     --nlp.tokenizer.lang "$LANG_" --corpora.train.source_lang en "${EXTRA[@]}" "${TRAIN_EXTRA[@]}"
+  # fitted on the development language for its own students; a given temperature for the others
+  if [ "$LANG_" = "$DEV_LANG" ]; then GIVEN=0; else GIVEN=$STUDENT_TEMPERATURE; fi
   $PY -m spacy_maral calibrate "$OUT/model-last" "$CORPUS/$DEV_LANG-dev.spacy" --lang "$DEV_LANG" --limit "$DEV_LIMIT" \
-    --report "$OUT.calibration.json" --gpu-id "$GPU"
+    --report "$OUT.calibration.json" --gpu-id "$GPU" --temperature "$GIVEN"
   $PY -m spacy_maral guard "$RUNS/teacher-s$SEED/model-best" "$OUT/model-last" "$CORPUS/en-dev.spacy" \
     "$(target_text "$LANG_")" --output "$OUT.guard.json" --source-lang en --target-lang "$LANG_" \
     --dev-limit "$DEV_LIMIT" --gpu-id "$GPU"

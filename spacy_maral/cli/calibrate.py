@@ -16,6 +16,7 @@ def calibrate_command(
     report: Optional[Path] = typer.Option(None, "--report", help="JSON file with the temperature and the calibration before and after."),
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the dev text with this language's rules while fitting (default: the pipeline's tokenizer); the saved pipeline keeps its own."),
     limit: int = typer.Option(0, "--limit", help="Use the first N dev sentences (0 = all)."),
+    given: float = typer.Option(0.0, "--temperature", "-t", help="Store this temperature instead of fitting one (0 = fit on DEV_PATH), e.g. the one the development language's students were fitted to, for a student of another language; DEV_PATH is still scored at it for the report."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
     precision: str = precision_option(),
@@ -23,7 +24,8 @@ def calibrate_command(
     """Fit the temperature T of the reported entity scores (softmax(logits / T), stored
     as maral_ner's `score_temperature`) on the raw text of the dev set: T minimises the
     log loss of the scores of the predicted entities against their exact correctness.
-    Predictions do not change; only doc.spans[...].attrs["scores"] do.
+    Predictions do not change; only doc.spans[...].attrs["scores"] do. With --temperature
+    the given T is stored instead, and the report gives the dev set's calibration at it.
     """
     from thinc.api import require_gpu
 
@@ -37,6 +39,8 @@ def calibrate_command(
     from spacy_maral.util import cli_printer
 
     msg = cli_printer()
+    if given < 0:
+        msg.fail(f"--temperature must be > 0 (or 0 to fit one on {dev_path}), not {given:g}", exits=1)
     new_folder = output is not None and Path(output).resolve() != Path(model).resolve()  # else the model is updated in place
     if new_folder:
         try:
@@ -58,9 +62,12 @@ def calibrate_command(
     except (OSError, ValueError) as err:
         msg.fail(f"calibrate failed: {err}", exits=1)
     before = reliability(tempered_scores(logits, classes, ner.score_temperature), correct)
-    temperature = fit_temperature(logits, classes, correct)
+    temperature = float(given) if given > 0 else fit_temperature(logits, classes, correct)
     after = reliability(tempered_scores(logits, classes, temperature), correct)
-    if not len(correct):
+    if given > 0:
+        msg.info(f"{len(correct)} predicted entities, {int(correct.sum())} exactly right: ECE {before['ece']:.4f} "
+                 f"at T={ner.score_temperature:g} -> {after['ece']:.4f} at the given T={temperature:g} (not fitted)")
+    elif not len(correct):
         msg.warn(f"{model} predicts no entity on {dev_path}: nothing to calibrate, the temperature stays 1")
     elif correct.all() or not correct.any():
         msg.warn(f"all {len(correct)} predicted entities are {'right' if correct.all() else 'wrong'} on {dev_path}: "
@@ -78,6 +85,6 @@ def calibrate_command(
     if report is not None:
         atomic_write_text(report, json.dumps({
             "model": str(model), "dev": str(dev_path), "sentences": len(docs), "lang": lang,
-            "temperature": temperature, "before": before, "after": after,
+            "temperature": temperature, "fitted": given <= 0, "before": before, "after": after,
         }, indent=2))
         msg.good(f"report: {report}")
