@@ -69,3 +69,21 @@ def test_final_acceptance_says_which_criteria_are_met(tables) -> None:
     assert verdicts["German: student above its teacher, interval above 0, every seed"] == "**no**"
     assert verdicts["Spanish mean F1 (development language's test)"] == "**no**"  # 69.83
     assert verdicts["ECE on de/test, every seed"] == "**no**"
+
+
+def test_final_acceptance_while_seeds_are_missing_says_not_yet(tables) -> None:
+    """German complete, Spanish one seed of three, none at all: the per-seed criteria say
+    "not yet" with the verdict so far; the whole-run ones are judged."""
+    result = _final_result([66.5, 65.5, 66.2], [70.5])
+    columns, rows = tables.final_acceptance(result)
+    verdicts = {row[0]: (row[2], row[3]) for row in rows}
+    assert verdicts["German mean F1"] == ("66.07", "yes")
+    assert verdicts["Spanish mean F1 (development language's test)"] == ("70.50", "not yet (1 of 3 seeds, so far yes)")
+    assert verdicts["stage 2 peak RSS, every run"] == ("6.50 GB", "yes")
+    result = _final_result([64.0], [])
+    verdicts = {row[0]: (row[2], row[3]) for row in tables.final_acceptance(result)[1]}
+    assert verdicts["German mean F1"] == ("64.00", "not yet (1 of 3 seeds, so far **no**)")
+    assert verdicts["Spanish mean F1 (development language's test)"] == ("not run yet", "not yet (0 of 3 seeds, so far **no**)")
+    means = {row[0]: row for row in tables.final_means(result)[1]}
+    assert means["de"][2] == "**64.00** (one seed), gain **+4.00** (+4.00), seeds 0"
+    assert means["es"][1:3] == ["not run", "not run"]
