@@ -240,6 +240,11 @@ COMPUTED = {
     "three-seed-development-language/seeds": final_seeds,
     "three-seed-development-language/scores": final_scores,
     "three-seed-development-language/acceptance": final_acceptance,
+    # the final runs of the three-teacher default, E (its students are named W in the runs)
+    "three-seed-ensemble/means": final_means,
+    "three-seed-ensemble/seeds": final_seeds,
+    "three-seed-ensemble/scores": final_scores,
+    "three-seed-ensemble/acceptance": final_acceptance,
 }
 
 
