@@ -150,7 +150,9 @@ def final_seeds(result: dict) -> tuple:
     runs = _runs(result)
     for lang in result["langs"]:
         for seed in result["seeds"]:
-            teacher = runs[("teacher", seed, lang)]
+            teacher = runs.get(("teacher", seed, lang))
+            if teacher is None:  # the seed's runs of this language are not there yet
+                continue
             for system in ("W", "ST-W"):
                 r = runs.get((system, seed, lang))
                 if r is None:

@@ -47,7 +47,9 @@ def _final_result(de_w: list, es_w: list, ece: float = 0.04) -> dict:
         for seed, f in enumerate(w):
             runs.append({"system": "teacher", "seed": seed, "lang": lang, "raw_text_f1": 60.0})
             runs.append({"system": "W", "seed": seed, "lang": lang, "raw_text_f1": f, "test_scores": {"ece": ece},
-                         "stage2": {"wall_s": 1800.0, "peak_rss_gb": 6.5}})
+                         "stage2": {"wall_s": 1800.0, "peak_rss_gb": 6.5}, "gold_tokens_f1": f,
+                         "guard": {"student_dev_f1": 90.0, "teacher_dev_f1": 93.0, "agreement_f1": 80.0,
+                                   "target_entity_ratio": 1.0, "target_label_shift": 0.05, "trusted": True}})
             boots.append({"seed": seed, "lang": lang, "a": "W", "b": "teacher", "difference": f - 60.0,
                           "ci95": [f - 61.0, f - 59.0]})
     return {"seeds": [0, 1, 2], "langs": ["de", "es"], "default": "W", "runs": runs, "bootstraps": boots}
@@ -84,6 +86,7 @@ def test_final_acceptance_while_seeds_are_missing_says_not_yet(tables) -> None:
     verdicts = {row[0]: (row[2], row[3]) for row in tables.final_acceptance(result)[1]}
     assert verdicts["German mean F1"] == ("64.00", "not yet (1 of 3 seeds, so far **no**)")
     assert verdicts["Spanish mean F1 (development language's test)"] == ("not run yet", "not yet (0 of 3 seeds, so far **no**)")
+    assert [row[:3] for row in tables.final_seeds(result)[1]] == [[0, "de", "W"]]
     means = {row[0]: row for row in tables.final_means(result)[1]}
     assert means["de"][2] == "**64.00** (one seed), gain **+4.00** (+4.00), seeds 0"
     assert means["es"][1:3] == ["not run", "not run"]
