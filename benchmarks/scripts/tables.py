@@ -51,11 +51,14 @@ def _over_seeds(result: dict, system: str, lang: str) -> list:
     return [runs[(system, s, lang)] for s in result["seeds"] if (system, s, lang) in runs]
 
 
+def _sd(values: list) -> str:
+    """The standard deviation over the seeds, or "one seed" for a single value."""
+    return f"{stdev(values):.2f}" if len(values) > 1 else "one seed"
+
+
 def _mean_sd(values: list) -> str:
-    """Mean (standard deviation); one value alone, without a deviation; none: not run."""
-    if not values:
-        return "not run"
-    return f"{mean(values):.2f} ({stdev(values):.2f})" if len(values) > 1 else f"{values[0]:.2f} (one seed)"
+    """Mean (standard deviation); none: not run."""
+    return f"{mean(values):.2f} ({_sd(values)})" if values else "not run"
 
 
 def _gain(result: dict, system: str, lang: str) -> float:
@@ -133,8 +136,7 @@ def final_means(result: dict) -> tuple:
                 continue
             gains = [_bootstrap(result, s, lang, system, "teacher")["difference"] for s in _seeds_of(result, system, lang)]
             bold = "**" if system == result["default"] else ""
-            sd = f"{stdev(f1):.2f}" if len(f1) > 1 else "one seed"
-            cells.append(f"{bold}{mean(f1):.2f}{bold} ({sd}), gain {bold}{signed(mean(gains))}{bold} "
+            cells.append(f"{bold}{mean(f1):.2f}{bold} ({_sd(f1)}), gain {bold}{signed(mean(gains))}{bold} "
                          f"({', '.join(signed(g) for g in gains)})" + ("" if len(f1) == len(result["seeds"]) else
                                                                       f", seeds {', '.join(map(str, _seeds_of(result, system, lang)))}"))
         w_minus = [_bootstrap(result, s, lang, "W", "ST-W")["difference"] for s in _seeds_of(result, "ST-W", lang)]
@@ -208,12 +210,11 @@ def final_acceptance(result: dict) -> tuple:
     es = [r["raw_text_f1"] for r in es_runs]
     ece = [r["test_scores"]["ece"] for r in de_runs]
     rss = max(r["stage2"]["peak_rss_gb"] for r in result["runs"] if "stage2" in r)
-    complete = {"de": len(de_runs) == len(seeds), "es": len(es_runs) == len(seeds)}
+    found = {"de": len(de_runs), "es": len(es_runs)}
 
     def met(ok: bool, lang: str = "de") -> str:  # lang "": measured whole, not per seed
-        if lang and not complete[lang]:
-            n = len(de_runs if lang == "de" else es_runs)
-            return f"not yet ({n} of {len(seeds)} seeds{', so far yes' if ok else ', so far **no**'})"
+        if lang and found[lang] < len(seeds):
+            return f"not yet ({found[lang]} of {len(seeds)} seeds{', so far yes' if ok else ', so far **no**'})"
         return "yes" if ok else "**no**"
 
     rows = [

@@ -64,18 +64,16 @@ def calibrate_command(
     before = reliability(tempered_scores(logits, classes, ner.score_temperature), correct)
     temperature = float(given) if given > 0 else fit_temperature(logits, classes, correct)
     after = reliability(tempered_scores(logits, classes, temperature), correct)
-    if given > 0:
-        msg.info(f"{len(correct)} predicted entities, {int(correct.sum())} exactly right: ECE {before['ece']:.4f} "
-                 f"at T={ner.score_temperature:g} -> {after['ece']:.4f} at the given T={temperature:g} (not fitted)")
-    elif not len(correct):
+    if given <= 0 and not len(correct):
         msg.warn(f"{model} predicts no entity on {dev_path}: nothing to calibrate, the temperature stays 1")
-    elif correct.all() or not correct.any():
+    elif given <= 0 and (correct.all() or not correct.any()):
         msg.warn(f"all {len(correct)} predicted entities are {'right' if correct.all() else 'wrong'} on {dev_path}: "
                  "nothing to calibrate on, the temperature stays 1")
     else:
         msg.info(
             f"{len(correct)} predicted entities, {int(correct.sum())} exactly right: ECE {before['ece']:.4f} "
             f"at T={ner.score_temperature:g} -> {after['ece']:.4f} at T={temperature:.3f}"
+            + (" (given, not fitted)" if given > 0 else "")
         )
     ner.score_temperature = temperature
     target = output if output is not None else model
