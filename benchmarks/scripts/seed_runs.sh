@@ -18,9 +18,16 @@
 #   bash scripts/seed_runs.sh student SEED LANG V     stage 2, V = P (paper: from the pretrained
 #                                                     encoder), W (warm start from the teacher),
 #                                                     ST (plain self-training) or ST-W (self-training
-#                                                     warm-started from the teacher); calibrate, guard.
+#                                                     warm-started from the teacher) or W2 (W with
+#                                                     stage-2 seed SEED + 100: a soup's second
+#                                                     ingredient); calibrate, guard.
 #                                                     The score temperature: fitted on DEV_LANG's dev set
 #                                                     when LANG is DEV_LANG, else STUDENT_TEMPERATURE
+#   bash scripts/seed_runs.sh soup SEED LANG         S: the mean of the weights of W and W2 of the
+#                                                     seed (`average`), calibrated as a student
+#   bash scripts/seed_runs.sh dev SEED LANG "V..."    DEV_LANG's dev set (the development set, for
+#                                                     choices): the seed's students V (and
+#                                                     `teacher`), raw text -> dev-sSEED-LANG.json
 #   bash scripts/seed_runs.sh evaluate SEED LANG      LANG/test, read once: teacher and every
 #                                                     student of the seed, raw text + gold tokens.
 #                                                     VARIANTS="ST-W" evaluates only those students
@@ -59,6 +66,15 @@ mkdir -p "$RUNS"
 STEP=$1; SEED=${2:-}
 # the target text: LANG/train.conll (its tags unused), else LANG/train.txt
 target_text() { if [ -f "$DATA/$1/train.conll" ]; then echo "$DATA/$1/train.conll"; else echo "$DATA/$1/train.txt"; fi; }
+
+# the score temperature of a student: fitted on the development language for its own
+# students, a given one for the others (docs/protocol.md)
+calibrate_student() {
+  local GIVEN
+  if [ "$2" = "$DEV_LANG" ]; then GIVEN=0; else GIVEN=$STUDENT_TEMPERATURE; fi
+  $PY -m spacy_maral calibrate "$1/model-last" "$CORPUS/$DEV_LANG-dev.spacy" --lang "$DEV_LANG" --limit "$DEV_LIMIT" \
+    --report "$1.calibration.json" --gpu-id "$GPU" --temperature "$GIVEN"
+}
 
 case "$STEP" in
 all)
@@ -103,29 +119,43 @@ student)
   LANG_=$3; V=$4
   WARM=(--paths.init_from "$RUNS/teacher-s$SEED/model-best")
   SELF_TRAINING=(--components.maral_ner.adaptation.refine false --components.maral_ner.adaptation.use_anchors false)
+  STAGE2_SEED=$SEED
   case "$V" in
     P) EXTRA=() ;;
+    W2) EXTRA=("${WARM[@]}"); STAGE2_SEED=$((SEED + 100)) ;;
     W) EXTRA=("${WARM[@]}") ;;
     ST) EXTRA=("${SELF_TRAINING[@]}") ;;
     ST-W) EXTRA=("${SELF_TRAINING[@]}" "${WARM[@]}") ;;
-    *) echo "unknown variant $V (P, W, ST or ST-W)" >&2; exit 2 ;;
+    *) echo "unknown variant $V (P, W, W2, ST or ST-W)" >&2; exit 2 ;;
   esac
   OUT=$RUNS/$V-s$SEED-$LANG_
   $PY -m spacy_maral measure "$OUT.timing.json" -- $PY -m spacy train ../configs/adapt.cfg --output "$OUT" \
-    --gpu-id "$GPU" --system.seed "$SEED" \
+    --gpu-id "$GPU" --system.seed "$STAGE2_SEED" \
     --paths.source "$CORPUS/en-train.spacy" --paths.target "$RUNS/pseudo-s$SEED-$LANG_" \
     --paths.dev "$CORPUS/en-dev.spacy" --paths.encoder "$ENCODER" --paths.log "$OUT.jsonl" \
     --paths.diagnostics "$OUT.diagnostics.jsonl" --paths.checkpoint "$OUT.checkpoint" \
     --corpora.train.max_target_docs "$TARGET_DOCS" --components.maral_ner.adaptation.n_epochs "$EPOCHS2" \
     --training.max_steps "$STEPS2" --training.eval_frequency "$EVAL2" --corpora.dev.limit "$DEV_LIMIT" \
     --nlp.tokenizer.lang "$LANG_" --corpora.train.source_lang en "${EXTRA[@]}" "${TRAIN_EXTRA[@]}"
-  # fitted on the development language for its own students; a given temperature for the others
-  if [ "$LANG_" = "$DEV_LANG" ]; then GIVEN=0; else GIVEN=$STUDENT_TEMPERATURE; fi
-  $PY -m spacy_maral calibrate "$OUT/model-last" "$CORPUS/$DEV_LANG-dev.spacy" --lang "$DEV_LANG" --limit "$DEV_LIMIT" \
-    --report "$OUT.calibration.json" --gpu-id "$GPU" --temperature "$GIVEN"
+  calibrate_student "$OUT" "$LANG_"
   $PY -m spacy_maral guard "$RUNS/teacher-s$SEED/model-best" "$OUT/model-last" "$CORPUS/en-dev.spacy" \
     "$(target_text "$LANG_")" --output "$OUT.guard.json" --source-lang en --target-lang "$LANG_" \
     --dev-limit "$DEV_LIMIT" --gpu-id "$GPU"
+  ;;
+soup)
+  LANG_=$3; OUT=$RUNS/S-s$SEED-$LANG_
+  $PY -m spacy_maral measure "$OUT.timing.json" -- $PY -m spacy_maral average \
+    "$RUNS/W2-s$SEED-$LANG_/model-last" "$RUNS/W-s$SEED-$LANG_/model-last" --output "$OUT/model-last"
+  calibrate_student "$OUT" "$LANG_"
+  ;;
+dev)
+  LANG_=$3; MODELS=()
+  for V in $4; do
+    if [ "$V" = teacher ]; then MODELS+=("teacher=$RUNS/teacher-s$SEED/model-best")
+    else MODELS+=("$V=$RUNS/$V-s$SEED-$LANG_/model-last"); fi
+  done
+  $PY -m spacy_maral evaluate "$CORPUS/$DEV_LANG-dev.spacy" "${MODELS[@]}" --lang "$DEV_LANG" --gpu-id "$GPU" \
+    -o "$RUNS/dev-s$SEED-$LANG_.json"
   ;;
 evaluate)
   LANG_=$3
