@@ -1,7 +1,7 @@
 """Add stage-2 screening rows to a results file, read from the runs' own outputs.
 
     python benchmarks/scripts/screening_report.py RESULTS.json --row NAME EVAL MODEL TIMING GUARD [--row ...]
-        [--teacher-row EVAL MODEL] [--seed N] [--command CMD ...] [--commit SHA]
+        [--teacher-row EVAL MODEL] [--seed N] [--mean-seeds A,B] [--command CMD ...] [--commit SHA]
 
 NAME: the candidate's name in the table. EVAL: the `spacy_maral evaluate -o` JSON of
 es/dev; MODEL: the name the model had there. TIMING: its stage-2 `measure` JSON (wall
@@ -10,7 +10,8 @@ existing run's snapshots). GUARD: its `spacy_maral guard` JSON, or "-". The teac
 gives the reference F1; every candidate row says its difference from it. Rows are added
 or replaced by name, in the order given; the table "screening" (seed 0; "seedN" for
 --seed N) is rebuilt from all rows of that seed, and the table "two_seed_means" from the
-candidates that both seed 0 and seed 1 have (the protocol's rule 3).
+candidates that both screened seeds have (the protocol's rule 3; seeds 0 and 1 unless
+--mean-seeds names others, recorded in the file).
 """
 import argparse
 import json
@@ -50,6 +51,7 @@ def main() -> None:
     parser.add_argument("--command", action="append", default=[], help="a command that made the new rows (recorded)")
     parser.add_argument("--commit", help="the commit the new rows ran on (recorded)")
     parser.add_argument("--seed", type=int, default=0, help="the seed of the rows (0: the screening)")
+    parser.add_argument("--mean-seeds", help="the two screened seeds whose mean rule 3 reads, e.g. 1,2 (default 0,1)")
     args = parser.parse_args()
     result = json.loads(args.results.read_text(encoding="utf8"))
     suffix = "" if args.seed == 0 else f"_seed{args.seed}"
@@ -78,16 +80,18 @@ def main() -> None:
                     "guard: agreement / entity ratio / label shift"],
         "rows": rows,
     }
-    both = [name for name in result.get("candidates", {}) if name in result.get("candidates_seed1", {})]
+    if args.mean_seeds:
+        result["mean_seeds"] = [int(x) for x in args.mean_seeds.split(",")]
+    seeds = result.get("mean_seeds", [0, 1])
+    per_seed = [result.get("candidates" + ("" if n == 0 else f"_seed{n}"), {}) for n in seeds]
+    both = [name for name in per_seed[0] if all(name in c for c in per_seed[1:])]
     if both:
-        means = {name: (result["candidates"][name]["es_dev_raw_f1"] + result["candidates_seed1"][name]["es_dev_raw_f1"]) / 2
-                 for name in both}
+        means = {name: sum(c[name]["es_dev_raw_f1"] for c in per_seed) / len(seeds) for name in both}
         reference = next(iter(means.values()))  # the first row: the default
         result["tables"]["two_seed_means"] = {
-            "columns": ["es/dev raw-text F1", "seed 0", "seed 1", "mean", "vs the default"],
-            "rows": [[name, f"{result['candidates'][name]['es_dev_raw_f1']:.2f}",
-                      f"{result['candidates_seed1'][name]['es_dev_raw_f1']:.2f}", f"{means[name]:.2f}",
-                      "" if i == 0 else f"{means[name] - reference:+.2f}"] for i, name in enumerate(both)],
+            "columns": ["es/dev raw-text F1"] + [f"seed {n}" for n in seeds] + ["mean", "vs the default"],
+            "rows": [[name] + [f"{c[name]['es_dev_raw_f1']:.2f}" for c in per_seed] + [f"{means[name]:.2f}",
+                     "" if i == 0 else f"{means[name] - reference:+.2f}"] for i, name in enumerate(both)],
         }
     args.results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
     for row in rows:
