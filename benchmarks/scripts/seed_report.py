@@ -1,6 +1,6 @@
 """Tables of the protocol's seed runs (scripts/seed_runs.sh; docs/protocol.md).
 
-    python scripts/seed_report.py RUNS_DIR [--bootstrap] [--output REPORT.md] [--json RESULT.json]
+    python scripts/seed_report.py RUNS_DIR [--bootstrap] [--output REPORT.md] [--json RESULT.json [--keep]]
 
 Reads RUNS_DIR/eval-s{SEED}-{LANG}[-{VARIANTS}].json (the test sets, read once by
 `seed_runs.sh evaluate`; a student evaluated later on its own has a file of its own),
@@ -24,7 +24,9 @@ system the raw-text and gold-token scores, the score temperature and ECE of
 {V}-s{SEED}-{LANG}.calibration.json, the test set's ECE and precision at score >= 0.9,
 the guard's figures, stage 2's wall time and peak RSS) and "bootstraps" (every
 bootstrap-*.json). The file's other entries (claim, settings, command, ...) are kept
-where it exists already, so they are written once by hand.
+where it exists already, so they are written once by hand. With --keep, the file's runs
+and bootstraps that RUNS_DIR has no files for are kept too (runs of an earlier window
+whose models are gone); those RUNS_DIR has replace them.
 """
 import json
 import subprocess
@@ -121,18 +123,29 @@ def bootstrap_record(path: Path) -> dict:
             "difference": x["difference"], "ci95": x["difference_95ci"], "share_a_better": x[f"share_{a}_better"]}
 
 
-def write_results(runs: Path, out: Path) -> dict:
-    """The measurements of RUNS as the results file OUT (keeping OUT's hand-written entries)."""
+def _merged(new: list, old: list, key) -> list:
+    """NEW, and the entries of OLD whose key NEW does not have."""
+    seen = {key(r) for r in new}
+    return new + [r for r in old if key(r) not in seen]
+
+
+def write_results(runs: Path, out: Path, keep: bool = False) -> dict:
+    """The measurements of RUNS as the results file OUT (keeping OUT's hand-written entries;
+    with KEEP, also its runs and bootstraps that RUNS has no files for)."""
     result = json.loads(out.read_text(encoding="utf8")) if out.exists() else {}
     records = []
     for path in _eval_files(runs):
         seed, lang = int(path.stem.split("-")[1][1:]), path.stem.split("-")[2]
         for name, r in load(path)["results"].items():
             records.append(run_record(runs, seed, lang, name, r))
+    boots = [bootstrap_record(p) for p in sorted(runs.glob("bootstrap-s*-*.json"))]
+    if keep:
+        records = _merged(records, result.get("runs", []), lambda r: (r["seed"], r["lang"], r["system"]))
+        boots = _merged(boots, result.get("bootstraps", []), lambda b: (b["seed"], b["lang"], b["a"], b["b"]))
     result["seeds"] = sorted({r["seed"] for r in records})
     result["langs"] = sorted({r["lang"] for r in records})
     result["runs"] = sorted(records, key=lambda r: (r["lang"], r["seed"], r["system"]))
-    result["bootstraps"] = [bootstrap_record(p) for p in sorted(runs.glob("bootstrap-s*-*.json"))]
+    result["bootstraps"] = sorted(boots, key=lambda b: (b["seed"], b["lang"], b["a"], b["b"]))
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
     return result
 
@@ -141,8 +154,10 @@ def main(argv) -> None:
     if "--json" in argv:
         i = argv.index("--json")
         json_out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
+        keep = "--keep" in argv
+        argv = [a for a in argv if a != "--keep"]
         main(argv)
-        write_results(Path(argv[0]), json_out)
+        write_results(Path(argv[0]), json_out, keep=keep)
         return
     runs = Path(argv[0])
     bootstrap = "--bootstrap" in argv
