@@ -248,6 +248,9 @@ COMPUTED = {
     "three-seed-ensemble/seeds": final_seeds,
     "three-seed-ensemble/scores": final_scores,
     "three-seed-ensemble/acceptance": final_acceptance,
+    # German seed 2 of E again, beside ST-W, on retrained teachers (a pair of its own)
+    "german-seed2-ablation/seeds": final_seeds,
+    "german-seed2-ablation/scores": final_scores,
 }
 
 
