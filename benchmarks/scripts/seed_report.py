@@ -10,7 +10,8 @@ guard's figures and verdict, and stage 2's wall time and peak RSS. Then the mean
 standard deviation over the seeds found. With --bootstrap it also runs the paired
 bootstrap (2,000 resamples of the per-sentence raw-text counts) of each student against
 the teacher and against self-training (ST), and of W against warm-started self-training
-(ST-W), writing RUNS_DIR/bootstrap-s{SEED}-{LANG}-{A}-vs-{B}.json.
+(ST-W) and against W1 (W from the seed's teacher alone, where W learns from an
+ensemble's labels), writing RUNS_DIR/bootstrap-s{SEED}-{LANG}-{A}-vs-{B}.json.
 
 Last, where P runs exist, the protocol's choice of the default stage 2 between P and W
 (docs/protocol.md, rule 3), from the guard files alone (no test score):
@@ -36,9 +37,10 @@ from pathlib import Path
 from statistics import mean, stdev
 
 #: each student's bootstrap comparisons: the teacher, self-training, and for W its fair
-#: baseline, self-training from the same warm start
-COMPARISONS = {"P": ("teacher", "ST"), "W": ("teacher", "ST", "ST-W"), "ST": ("teacher",),
-               "ST-W": ("teacher", "ST")}
+#: baselines, self-training from the same warm start and W1 (W from the seed's teacher
+#: alone, where W learns from an ensemble's labels)
+COMPARISONS = {"P": ("teacher", "ST"), "W": ("teacher", "ST", "ST-W", "W1"), "ST": ("teacher",),
+               "ST-W": ("teacher", "ST"), "W1": ("teacher",)}
 
 
 @lru_cache(maxsize=None)

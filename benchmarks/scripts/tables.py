@@ -150,27 +150,30 @@ def final_seeds(result: dict) -> tuple:
     guard's figures and stage 2's cost."""
     rows = []
     runs = _runs(result)
+    # W's paired baselines: ST-W (what MARAL's own parts add), and W1 where it ran (W from
+    # the seed's teacher alone: what the ensemble adds)
+    baselines = ["ST-W"] + (["W1"] if any(system == "W1" for system, _, _ in runs) else [])
     for lang in result["langs"]:
         for seed in result["seeds"]:
             teacher = runs.get(("teacher", seed, lang))
             if teacher is None:  # the seed's runs of this language are not there yet
                 continue
-            for system in ("W", "ST-W"):
+            for system in ["W"] + baselines:
                 r = runs.get((system, seed, lang))
                 if r is None:
                     continue
                 g = r["guard"]
-                vs_w = (_interval(_bootstrap(result, seed, lang, "W", "ST-W")) if system == "W"
-                        and ("ST-W", seed, lang) in runs else "")
+                vs_w = [_interval(_bootstrap(result, seed, lang, "W", other)) if system == "W"
+                        and (other, seed, lang) in runs else "" for other in baselines]
                 rows.append([seed, lang, system, f"{teacher['raw_text_f1']:.2f}", f"{r['raw_text_f1']:.2f} ({r['gold_tokens_f1']:.2f})",
-                             _interval(_bootstrap(result, seed, lang, system, "teacher")), vs_w,
-                             f"{g['student_dev_f1']:.2f} ({g['teacher_dev_f1']:.2f})", f"{g['agreement_f1']:.1f}",
+                             _interval(_bootstrap(result, seed, lang, system, "teacher"))] + vs_w +
+                            [f"{g['student_dev_f1']:.2f} ({g['teacher_dev_f1']:.2f})", f"{g['agreement_f1']:.1f}",
                              f"{g['target_entity_ratio']:.2f}", f"{g['target_label_shift']:.3f}",
                              "trusted" if g["trusted"] else "NOT trusted",
                              f"{r['stage2']['wall_s'] / 60:.1f}", f"{r['stage2']['peak_rss_gb']:.2f}"])
-    columns = ["seed", "lang", "student", "teacher F1", "student F1 (gold tokens)", "student - teacher [95%]",
-               "W - ST-W [95%]", "en/dev F1 (teacher)", "agreement", "entity ratio", "label shift", "guard",
-               "stage-2 min", "peak RSS GB"]
+    columns = (["seed", "lang", "student", "teacher F1", "student F1 (gold tokens)", "student - teacher [95%]"]
+               + [f"W - {other} [95%]" for other in baselines]
+               + ["en/dev F1 (teacher)", "agreement", "entity ratio", "label shift", "guard", "stage-2 min", "peak RSS GB"])
     return columns, rows
 
 
@@ -180,7 +183,7 @@ def final_scores(result: dict) -> tuple:
     score >= 0.9, per seed."""
     rows = []
     for lang in result["langs"]:
-        for system in ("teacher", "W", "ST-W"):
+        for system in ("teacher", "W", "ST-W", "W1"):
             found = _over_seeds(result, system, lang)
             if not found:
                 continue

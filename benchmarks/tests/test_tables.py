@@ -90,3 +90,21 @@ def test_final_acceptance_while_seeds_are_missing_says_not_yet(tables) -> None:
     means = {row[0]: row for row in tables.final_means(result)[1]}
     assert means["de"][2] == "**64.00** (one seed), gain **+4.00** (+4.00), seeds 0"
     assert means["es"][1:3] == ["not run", "not run"]
+
+
+def test_final_seeds_pairs_w_with_one_teacher_only_where_it_ran(tables) -> None:
+    """W1 (W from the seed's teacher alone) gets a row, W a "W - W1" interval beside it,
+    and the column is there only when a W1 run is."""
+    result = _final_result([65.0], [])
+    columns, _ = tables.final_seeds(result)
+    assert "W - W1 [95%]" not in columns
+    w1 = dict(next(r for r in result["runs"] if r["system"] == "W"), system="W1", raw_text_f1=63.5, gold_tokens_f1=63.5)
+    result["runs"].append(w1)
+    result["bootstraps"] += [{"seed": 0, "lang": "de", "a": "W", "b": "W1", "difference": 1.5, "ci95": [0.25, 2.75]},
+                             {"seed": 0, "lang": "de", "a": "W1", "b": "teacher", "difference": 3.5, "ci95": [2.0, 5.0]}]
+    columns, rows = tables.final_seeds(result)
+    at = columns.index("W - W1 [95%]")
+    by_system = {row[2]: row for row in rows}
+    assert by_system["W"][at] == "+1.50 [+0.25, +2.75]"
+    assert by_system["W1"][at] == "" and by_system["W1"][4] == "63.50 (63.50)"
+    assert by_system["W1"][columns.index("student - teacher [95%]")] == "+3.50 [+2.00, +5.00]"
