@@ -19,9 +19,10 @@ SOURCE ?= en
 TARGET ?= de
 # the development language: its dev set (DATA/DEV_LANG/dev.conll) calibrates the shipped scores
 DEV_LANG ?= es
-# the student's score temperature (the workflow's student_temperature): fitted on DEV_LANG's
-# dev set (0) when TARGET is DEV_LANG, else 2.0, what Spanish students were fitted to there
-STUDENT_TEMPERATURE ?= $(if $(filter $(TARGET),$(DEV_LANG)),0,2.0)
+# the student's score temperature (the workflow's student_temperature): 0, the rule (fitted
+# on DEV_LANG's dev set when TARGET is DEV_LANG, else 2.0, what Spanish students were fitted
+# to there: `calibrate --target-lang`), or a given one
+STUDENT_TEMPERATURE ?= 0
 # seeds of more teachers for the pseudo-labels (the workflow's ensemble_seeds); empty: one teacher
 ENSEMBLE_SEEDS ?= 1,2
 ENCODER ?= encoders/multilingual-e5-small

@@ -317,6 +317,39 @@ def test_calibrate_cli_stores_a_given_temperature_and_reports_the_dev_set_at_it(
     assert not (tmp_path / "bad").exists()
 
 
+
+def test_student_temperature_fits_only_on_the_students_own_language() -> None:
+    from spacy_maral.evaluation.calibration import OFF_DEV_LANGUAGE_TEMPERATURE, student_temperature
+
+    assert OFF_DEV_LANGUAGE_TEMPERATURE == 2.0
+    assert student_temperature(0.0, "es", "es") is None  # its own language's dev set: fit
+    assert student_temperature(0.0, None, "es") is None  # not a student of a known language: fit
+    assert student_temperature(0.0, "de", "es") == 2.0
+    assert student_temperature(1.5, "de", "es") == 1.5 and student_temperature(1.5, "es", "es") == 1.5
+    with pytest.raises(ValueError):
+        student_temperature(-1.0, "de", "es")
+
+
+def test_calibrate_cli_stores_the_off_language_temperature_for_a_student_of_another_language(trained_dir, trained, tmp_path) -> None:
+    from spacy.tokens import DocBin
+
+    dev = tmp_path / "dev.spacy"
+    DocBin(docs=[eg.reference for eg in trained.examples]).to_disk(dev)
+    base = [sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--lang", "en"]
+    for target, fitted in (("de", False), ("en", True)):
+        out, report = tmp_path / f"calibrated-{target}", tmp_path / f"cal-{target}.json"
+        subprocess.run(base + ["--output", str(out), "--report", str(report), "--target-lang", target],
+                       check=True, capture_output=True, text=True)
+        result = json.loads(report.read_text())
+        assert result["fitted"] is fitted and result["target_lang"] == target
+        assert (result["temperature"] == 2.0) is not fitted
+        assert find_maral_ner(spacy.load(out)).score_temperature == pytest.approx(result["temperature"])
+    # --target-lang needs the dev set's language, and says so before any work
+    bad = subprocess.run([sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--output",
+                          str(tmp_path / "bad"), "--target-lang", "de"], capture_output=True, text=True)
+    assert bad.returncode == 1 and "needs --lang" in " ".join(bad.stdout.split())
+    assert not (tmp_path / "bad").exists()
+
 # ------------------------------------------- training and labelling on raw text
 
 

@@ -21,8 +21,8 @@
 #                                                     warm-started from the teacher) or W2 (W with
 #                                                     stage-2 seed SEED + 100: a soup's second
 #                                                     ingredient); calibrate, guard.
-#                                                     The score temperature: fitted on DEV_LANG's dev set
-#                                                     when LANG is DEV_LANG, else STUDENT_TEMPERATURE
+#                                                     The score temperature: STUDENT_TEMPERATURE, or
+#                                                     the workflow's rule (`calibrate --target-lang`)
 #   bash scripts/seed_runs.sh soup SEED LANG         S: the mean of the weights of W and W2 of the
 #                                                     seed (`average`), calibrated as a student
 #   bash scripts/seed_runs.sh dev SEED LANG "V..."    DEV_LANG's dev set (the development set, for
@@ -41,8 +41,9 @@
 # (1800), EVAL1 (450), STEPS2 (800), EVAL2 (200), TARGET_DOCS (800), EPOCHS2 (8),
 # PSEUDO_LIMIT (4000), DEV_LIMIT (1000), TEST_LIMIT (0 = all). DEV_LANG (en): the language
 # whose dev set ($CORPUS/DEV_LANG-dev.spacy) calibrates the scores, as the workflow's
-# dev_lang (the amended protocol: es). STUDENT_TEMPERATURE (2.0, the Makefile's): the
-# temperature stored in a student whose LANG is not DEV_LANG (docs/protocol.md). TRAIN_ARGS: more
+# dev_lang (the amended protocol: es). STUDENT_TEMPERATURE (0, the workflow's): a student's
+# score temperature; 0 is the workflow's rule, fitted on DEV_LANG's dev set when LANG is
+# DEV_LANG, else 2.0 (docs/protocol.md). TRAIN_ARGS: more
 # `spacy train` overrides for both stages (e.g. "--system.gpu_allocator null").
 # Stage-1 seed 0 may be an existing teacher: RUNS/teacher-s0 can be a link to it.
 set -euo pipefail
@@ -58,7 +59,7 @@ THREADS=${THREADS:-1}
 STEPS1=${STEPS1:-1800}; EVAL1=${EVAL1:-450}; STEPS2=${STEPS2:-800}; EVAL2=${EVAL2:-200}
 TARGET_DOCS=${TARGET_DOCS:-800}; EPOCHS2=${EPOCHS2:-8}; PSEUDO_LIMIT=${PSEUDO_LIMIT:-4000}
 DEV_LIMIT=${DEV_LIMIT:-1000}; TEST_LIMIT=${TEST_LIMIT:-0}; DEV_LANG=${DEV_LANG:-en}
-STUDENT_TEMPERATURE=${STUDENT_TEMPERATURE:-2.0}
+STUDENT_TEMPERATURE=${STUDENT_TEMPERATURE:-0}
 read -r -a TRAIN_EXTRA <<< "${TRAIN_ARGS:-}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
 export PYTHONUNBUFFERED=1
@@ -67,13 +68,11 @@ STEP=$1; SEED=${2:-}
 # the target text: LANG/train.conll (its tags unused), else LANG/train.txt
 target_text() { if [ -f "$DATA/$1/train.conll" ]; then echo "$DATA/$1/train.conll"; else echo "$DATA/$1/train.txt"; fi; }
 
-# the score temperature of a student: fitted on the development language for its own
-# students, a given one for the others (docs/protocol.md)
+# the score temperature of a student of LANG, as the workflow stores it (calibrate
+# --target-lang: fitted on the development language for its own students, 2.0 for the others)
 calibrate_student() {
-  local GIVEN
-  if [ "$2" = "$DEV_LANG" ]; then GIVEN=0; else GIVEN=$STUDENT_TEMPERATURE; fi
   $PY -m spacy_maral calibrate "$1/model-last" "$CORPUS/$DEV_LANG-dev.spacy" --lang "$DEV_LANG" --limit "$DEV_LIMIT" \
-    --report "$1.calibration.json" --gpu-id "$GPU" --temperature "$GIVEN"
+    --report "$1.calibration.json" --gpu-id "$GPU" --temperature "$STUDENT_TEMPERATURE" --target-lang "$2"
 }
 
 case "$STEP" in

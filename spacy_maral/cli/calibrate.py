@@ -16,7 +16,8 @@ def calibrate_command(
     report: Optional[Path] = typer.Option(None, "--report", help="JSON file with the temperature and the calibration before and after."),
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the dev text with this language's rules while fitting (default: the pipeline's tokenizer); the saved pipeline keeps its own."),
     limit: int = typer.Option(0, "--limit", help="Use the first N dev sentences (0 = all)."),
-    given: float = typer.Option(0.0, "--temperature", "-t", help="Store this temperature instead of fitting one (0 = fit on DEV_PATH), e.g. the one the development language's students were fitted to, for a student of another language; DEV_PATH is still scored at it for the report."),
+    given: float = typer.Option(0.0, "--temperature", "-t", help="Store this temperature instead of fitting one (0 = fit on DEV_PATH, or the --target-lang rule); DEV_PATH is still scored at it for the report."),
+    target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language the student MODEL was adapted to. When it is not --lang (DEV_PATH's language), the student is stored with the temperature that the development language's students were fitted to (2.0) instead of a fit on DEV_PATH, unless --temperature gives one."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
     precision: str = precision_option(),
@@ -25,12 +26,14 @@ def calibrate_command(
     as maral_ner's `score_temperature`) on the raw text of the dev set: T minimises the
     log loss of the scores of the predicted entities against their exact correctness.
     Predictions do not change; only doc.spans[...].attrs["scores"] do. With --temperature
-    the given T is stored instead, and the report gives the dev set's calibration at it.
+    the given T is stored instead, and the report gives the dev set's calibration at it;
+    with --target-lang other than --lang, the temperature of the development language's
+    students is (spacy_maral.evaluation.calibration.student_temperature).
     """
     from thinc.api import require_gpu
 
     from spacy_maral.corpora.target_text import iter_target_docs
-    from spacy_maral.evaluation.calibration import fit_temperature, reliability, tempered_scores
+    from spacy_maral.evaluation.calibration import fit_temperature, reliability, student_temperature, tempered_scores
     from spacy_maral.evaluation.raw_text import entity_logits
     from spacy_maral.fileio import atomic_write_text, check_replaceable, replace_dir, replace_owned_dir
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
@@ -41,6 +44,9 @@ def calibrate_command(
     msg = cli_printer()
     if given < 0:
         msg.fail(f"--temperature must be > 0 (or 0 to fit one on {dev_path}), not {given:g}", exits=1)
+    if target_lang is not None and lang is None:
+        msg.fail(f"--target-lang {target_lang} needs --lang, the language of {dev_path}", exits=1)
+    stored = student_temperature(given, target_lang, lang)  # None: fit on the dev set
     new_folder = output is not None and Path(output).resolve() != Path(model).resolve()  # else the model is updated in place
     if new_folder:
         try:
@@ -62,18 +68,19 @@ def calibrate_command(
     except (OSError, ValueError) as err:
         msg.fail(f"calibrate failed: {err}", exits=1)
     before = reliability(tempered_scores(logits, classes, ner.score_temperature), correct)
-    temperature = float(given) if given > 0 else fit_temperature(logits, classes, correct)
+    temperature = stored if stored is not None else fit_temperature(logits, classes, correct)
     after = reliability(tempered_scores(logits, classes, temperature), correct)
-    if given <= 0 and not len(correct):
+    if stored is None and not len(correct):
         msg.warn(f"{model} predicts no entity on {dev_path}: nothing to calibrate, the temperature stays 1")
-    elif given <= 0 and (correct.all() or not correct.any()):
+    elif stored is None and (correct.all() or not correct.any()):
         msg.warn(f"all {len(correct)} predicted entities are {'right' if correct.all() else 'wrong'} on {dev_path}: "
                  "nothing to calibrate on, the temperature stays 1")
     else:
         msg.info(
             f"{len(correct)} predicted entities, {int(correct.sum())} exactly right: ECE {before['ece']:.4f} "
             f"at T={ner.score_temperature:g} -> {after['ece']:.4f} at T={temperature:.3f}"
-            + (" (given, not fitted)" if given > 0 else "")
+            + ("" if stored is None else " (given, not fitted)" if given > 0
+               else f" (a student of {target_lang}, not of {lang}: not fitted)")
         )
     ner.score_temperature = temperature
     target = output if output is not None else model
@@ -83,6 +90,7 @@ def calibrate_command(
     if report is not None:
         atomic_write_text(report, json.dumps({
             "model": str(model), "dev": str(dev_path), "sentences": len(docs), "lang": lang,
-            "temperature": temperature, "fitted": given <= 0, "before": before, "after": after,
+            "temperature": temperature, "fitted": stored is None, "target_lang": target_lang,
+            "before": before, "after": after,
         }, indent=2))
         msg.good(f"report: {report}")

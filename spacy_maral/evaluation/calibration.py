@@ -7,16 +7,43 @@ characters and label). This module measures that (expected calibration error ove
 that fixes it: a temperature T on the decision rule's logits, scores = softmax(l / T).
 T > 0 leaves every prediction as it is (the argmax of each span is unchanged, and the
 decoder's choices are made on the uncalibrated probabilities); it only rescales the
-reported scores. It is fitted on the source dev set (English) and stored in the
-component's cfg (`score_temperature`).
+reported scores. It is fitted on a gold dev set (a development language's, else the
+source language's) and stored in the component's cfg (`score_temperature`); a student
+of a language other than the dev set's gets OFF_DEV_LANGUAGE_TEMPERATURE instead.
 """
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
 DEFAULT_BINS = 10
 TEMPERATURE_GRID = numpy.exp(numpy.linspace(numpy.log(0.05), numpy.log(20.0), 400))
+#: The temperature stored in a student adapted to a language other than its dev set's:
+#: what the Spanish students were fitted to on Spanish dev (1.98 and 2.01). Fitted on a
+#: language it was not adapted to, a student comes out underconfident on its own
+#: (docs/protocol.md, the student's score temperature off the development language).
+OFF_DEV_LANGUAGE_TEMPERATURE = 2.0
+
+
+def student_temperature(given: float, student_lang: Optional[str], dev_lang: Optional[str]) -> Optional[float]:
+    """The temperature to store in a pipeline instead of fitting one on its dev set.
+
+    given (float): a temperature the user gave (> 0), or 0 for the rule below.
+    student_lang (Optional[str]): the language the student was adapted to, or None when
+        the pipeline is not a student of a known language (a teacher, say).
+    dev_lang (Optional[str]): the language of the dev set the temperature would be
+        fitted on.
+    RETURNS (Optional[float]): `given` when it is > 0; else None (fit on the dev set)
+        when the student's language is the dev set's or unknown; else
+        OFF_DEV_LANGUAGE_TEMPERATURE.
+    """
+    if given < 0:
+        raise ValueError(f"a temperature must be > 0 (or 0 for the rule), not {given:g}")
+    if given > 0:
+        return float(given)
+    if student_lang is None or student_lang == dev_lang:
+        return None
+    return OFF_DEV_LANGUAGE_TEMPERATURE
 
 
 def reliability(scores: Sequence[float], correct: Sequence[bool], n_bins: int = DEFAULT_BINS) -> Dict[str, object]:
