@@ -317,7 +317,6 @@ def test_calibrate_cli_stores_a_given_temperature_and_reports_the_dev_set_at_it(
     assert not (tmp_path / "bad").exists()
 
 
-
 def test_student_temperature_fits_only_on_the_students_own_language() -> None:
     from spacy_maral.evaluation.calibration import OFF_DEV_LANGUAGE_TEMPERATURE, student_temperature
 
@@ -349,6 +348,7 @@ def test_calibrate_cli_stores_the_off_language_temperature_for_a_student_of_anot
                           str(tmp_path / "bad"), "--target-lang", "de"], capture_output=True, text=True)
     assert bad.returncode == 1 and "needs --lang" in " ".join(bad.stdout.split())
     assert not (tmp_path / "bad").exists()
+
 
 # ------------------------------------------- training and labelling on raw text
 

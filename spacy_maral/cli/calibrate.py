@@ -42,11 +42,12 @@ def calibrate_command(
     from spacy_maral.util import cli_printer
 
     msg = cli_printer()
-    if given < 0:
-        msg.fail(f"--temperature must be > 0 (or 0 to fit one on {dev_path}), not {given:g}", exits=1)
+    try:
+        stored = student_temperature(given, target_lang, lang)  # None: fit on the dev set
+    except ValueError as err:
+        msg.fail(f"--temperature {err}", exits=1)
     if target_lang is not None and lang is None:
         msg.fail(f"--target-lang {target_lang} needs --lang, the language of {dev_path}", exits=1)
-    stored = student_temperature(given, target_lang, lang)  # None: fit on the dev set
     new_folder = output is not None and Path(output).resolve() != Path(model).resolve()  # else the model is updated in place
     if new_folder:
         try:

@@ -38,7 +38,7 @@ def student_temperature(given: float, student_lang: Optional[str], dev_lang: Opt
         OFF_DEV_LANGUAGE_TEMPERATURE.
     """
     if given < 0:
-        raise ValueError(f"a temperature must be > 0 (or 0 for the rule), not {given:g}")
+        raise ValueError(f"must be > 0 (or 0: a fit, or OFF_DEV_LANGUAGE_TEMPERATURE for a student of another language), not {given:g}")
     if given > 0:
         return float(given)
     if student_lang is None or student_lang == dev_lang:
