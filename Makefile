@@ -25,6 +25,9 @@ DEV_LANG ?= es
 STUDENT_TEMPERATURE ?= 0
 # seeds of more teachers for the pseudo-labels (the workflow's ensemble_seeds); empty: one teacher
 ENSEMBLE_SEEDS ?= 1,2
+# stage-2 seeds of more students whose weights are averaged with the student's (the
+# workflow's soup_seeds, e.g. 100); empty: the student alone
+SOUP_SEEDS ?=
 ENCODER ?= encoders/multilingual-e5-small
 STAGE1_STEPS ?= 1800
 STAGE2_STEPS ?= 800
@@ -73,6 +76,7 @@ conll: setup
 	cd project && ../$(PY) -m spacy project run all . --vars.data_dir $(abspath $(DATA)) \
 	  --vars.target_lang $(TARGET) --vars.target_text $(abspath $(DATA))/$(TARGET)/train.conll \
 	  --vars.dev_lang $(DEV_LANG) --vars.student_temperature $(STUDENT_TEMPERATURE) --vars.ensemble_seeds "$(ENSEMBLE_SEEDS)" \
+	  --vars.soup_seeds "$(SOUP_SEEDS)" \
 	  --vars.stage1_steps $(STAGE1_STEPS) --vars.stage2_steps $(STAGE2_STEPS) \
 	  --vars.target_docs $(MAX_TARGET_DOCS) --vars.stage2_epochs $(STAGE2_EPOCHS) \
 	  --vars.pseudo_limit $(PSEUDO_LIMIT) --vars.eval_every $(EVAL_EVERY) --vars.dev_limit $(DEV_LIMIT) $(VARS)

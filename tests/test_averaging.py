@@ -105,6 +105,34 @@ def test_average_cli_writes_and_never_replaces_a_users_folder(two_checkpoints, t
     assert proc.returncode == 1 and "nothing" in proc.stdout and "no config.cfg" in proc.stdout
 
 
+def test_average_cli_runs_of_a_summary_come_first(two_checkpoints, tmp_path) -> None:
+    """--runs STUDENTS_JSON adds the listed runs before INPUTS (INPUTS' last gives the
+    settings); a summary that lists none leaves one input, copied (a soup that is off)."""
+    import json
+
+    a_dir, b_dir = two_checkpoints
+    summary = tmp_path / "students.json"
+    summary.write_text(json.dumps({"students": {"100": {"model": str(b_dir)}}}), encoding="utf8")
+    cmd = [sys.executable, "-m", "spacy_maral", "average", str(a_dir), "--runs", str(summary), "-o", str(tmp_path / "soup")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 run(s) listed" in proc.stdout and "[2/2] loading" in proc.stdout
+    soup = spacy.load(tmp_path / "soup")
+    expected = (head_of(spacy.load(a_dir)).projection[0].weight + head_of(spacy.load(b_dir)).projection[0].weight) / 2
+    torch.testing.assert_close(head_of(soup).projection[0].weight, expected, rtol=0, atol=1e-6)
+    assert (tmp_path / "soup" / "config.cfg").read_text(encoding="utf8") == (a_dir / "config.cfg").read_text(encoding="utf8")
+    summary.write_text(json.dumps({"students": {}}), encoding="utf8")
+    cmd[-1] = str(tmp_path / "alone")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    alone = spacy.load(tmp_path / "alone")
+    torch.testing.assert_close(head_of(alone).projection[0].weight, head_of(spacy.load(a_dir)).projection[0].weight, rtol=0, atol=0)
+    assert predictions(alone, TEXTS) == predictions(spacy.load(a_dir), TEXTS)
+    summary.write_text("[]", encoding="utf8")
+    proc = subprocess.run(cmd[:-1] + [str(tmp_path / "bad")], capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    assert proc.returncode == 1 and "students.json is not the summary of train-teachers" in " ".join(proc.stdout.split())
+
+
 def test_epoch_hook_writes_snapshots_every_n_steps(trained, tmp_path) -> None:
     hook = make_epoch_hook(snapshot_dir=str(tmp_path / "snaps"), snapshot_every=2)
     for step in range(6):

@@ -102,7 +102,7 @@ def check_evaluate_metrics(project: Path) -> None:
     what nlp.evaluate gives the saved pipelines on corpus/de-test.spacy, and raw-text
     P/R/F1 consistent with its counts over every gold entity."""
     metrics = json.loads((project / "metrics/de-test.json").read_text())
-    models = {"zero-shot": "training/teacher/model-best", "maral": "training/adapt-de/model-last"}
+    models = {"zero-shot": "training/teacher/model-best", "maral": "training/student-de/model"}
     assert set(metrics["results"]) == set(models)
     for name, model in models.items():
         scores = metrics["results"][name]
@@ -131,10 +131,31 @@ def check_evaluate_metrics(project: Path) -> None:
         assert [sum(c[i] for c in counts) for i in range(3)] == [tp, tp + fp, tp + fn]
 
 
+def check_soup(project: Path) -> None:
+    """training/student-de/model (the soup step) is the elementwise mean of the weights of
+    the student (adapt, stage-2 seed 0) and of the second student (seed 100), which differ."""
+    from spacy_maral.training.averaging import pipeline_weights
+
+    listed = json.loads((project / "training/student-de/students.json").read_text())["students"]
+    assert sorted(listed) == ["100"] and listed["100"]["model"].endswith("student-s100/model-last")
+    command = json.loads((project / "training/student-de/student-s100/timing.json").read_text())["command"]
+    assert "--system.seed 100" in " ".join(command)
+    paths = ("training/adapt-de/model-last", "training/student-de/student-s100/model-last")
+    students = [pipeline_weights(spacy.load(project / p)) for p in paths]
+    soup = pipeline_weights(spacy.load(project / "training/student-de/model"))
+    assert set(soup) == set(students[0]) == set(students[1])
+    differ = 0
+    for name, (read, _) in soup.items():
+        first, second = students[0][name][0](), students[1][name][0]()
+        numpy.testing.assert_allclose(read(), (first + second) / 2, rtol=1e-5, atol=1e-6, err_msg=name)
+        differ += not numpy.allclose(first, second)
+    assert differ, "the two students have the same weights: the soup averaged one student with itself"
+
+
 @pytest.fixture(scope="module")
 def project_run_all(tiny_encoder, tmp_path_factory):
     """Run the workflow `all` in a copy of project/ on the tiny encoder and tiny budgets,
-    installing the package into a temporary virtual environment."""
+    with a soup of two students, installing the package into a temporary virtual environment."""
     from weasel.cli.run import project_run
 
     root = tmp_path_factory.mktemp("project")
@@ -144,6 +165,7 @@ def project_run_all(tiny_encoder, tmp_path_factory):
         "vars.encoder": str(tiny_encoder), "vars.encoder_source": "existing",
         "vars.stage1_steps": 12, "vars.stage2_steps": 8, "vars.eval_every": 4, "vars.dev_limit": 10,
         "vars.target_docs": 32, "vars.stage2_epochs": 2, "vars.install_python": str(venv_python),
+        "vars.soup_seeds": "100",
     }
     project_run(root / "project", "all", overrides=overrides)
     return root / "project", venv_python
@@ -155,20 +177,22 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
     for path in [
         "corpus/en-train.spacy", "corpus/en-dev.spacy", "corpus/de-test.spacy", "corpus/de-pseudo/summary.json",
         "training/teacher/model-best", "training/adapt-de/model-last", "training/adapt-de/diagnostics.jsonl",
+        "training/student-de/student-s100/model-last", "training/student-de/model",
         "metrics/de-test.json", "metrics/de-predictions.html", "metrics/de-guard.json",
-        "training/teacher/calibration.json", "training/adapt-de/calibration.json",
+        "training/teacher/calibration.json", "training/student-de/calibration.json",
     ]:
         assert (project / path).exists(), path
     check_evaluate_metrics(project)
+    check_soup(project)
     # the calibrated temperatures are stored in the pipelines
-    # (the student is taken at model-last: BENCHMARKS.md, protocol point 2)
-    for run, model in (("teacher", "model-best"), ("adapt-de", "model-last")):
+    # (the students are taken at model-last: BENCHMARKS.md, protocol point 2)
+    for run, model in (("teacher", "model-best"), ("student-de", "model")):
         calibration = json.loads((project / f"training/{run}/calibration.json").read_text())
         stored = json.loads((project / f"training/{run}/{model}/maral_ner/cfg").read_text())
         assert stored["score_temperature"] == pytest.approx(calibration["temperature"])
     # teacher and student tokenize with the source and target rules
     assert spacy.load(project / "training/teacher/model-best").config["nlp"]["tokenizer"]["lang"] == "en"
-    student_config = spacy.load(project / "training/adapt-de/model-last").config.interpolate()
+    student_config = spacy.load(project / "training/student-de/model").config.interpolate()
     assert student_config["nlp"]["tokenizer"]["lang"] == "de"
     # the student starts from the teacher's weights (the default stage 2: BENCHMARKS.md, protocol rule 3)
     assert student_config["initialize"]["after_init"]["init_from"] == "training/teacher/model-best"
@@ -183,7 +207,7 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
     assert sorted(p.suffix for p in dist.iterdir()) == [".gz", ".whl"]
     # the exported pipeline carries no training-only adaptation state
     assert not (project / "packages" / "pipeline" / "maral_ner" / "adaptation").exists()
-    assert (project / "training/adapt-de/model-last/maral_ner/adaptation").exists()
+    assert (project / "training/student-de/model/maral_ner/adaptation").exists()
 
 
 @pytest.mark.slow
@@ -322,17 +346,18 @@ def test_project_assets_are_checksummed_public_conll_files() -> None:
 
 @pytest.mark.parametrize("target", ["de", "es"])
 def test_make_conll_defaults_ensemble_and_student_temperature(target) -> None:
-    """make conll's defaults: three teachers, and the student's temperature by the rule
+    """make conll's defaults: three teachers, no soup, and the student's temperature by the rule
     (0: fitted on the development language es only when that is the target, 2.0
-    elsewhere), which the student's calibrate step applies from its target language."""
+    elsewhere), which the shipped student's calibrate step (soup) applies from its target language."""
     root = Path(__file__).resolve().parents[1]
     run = subprocess.run(["make", "-n", "-C", str(root), "conll", "DATA=/data", f"TARGET={target}"],
                          capture_output=True, text=True, check=True)
     line = " ".join(run.stdout.replace("\\\n", " ").split())
     assert '--vars.ensemble_seeds "1,2"' in line
+    assert '--vars.soup_seeds ""' in line
     assert "--vars.student_temperature 0 " in line
     assert f"--vars.target_lang {target} " in line and "--vars.dev_lang es " in line
-    adapt = next(c for c in srsly.read_yaml(root / "project" / "project.yml")["commands"] if c["name"] == "adapt")
-    calibrate = " ".join(next(line for line in adapt["script"] if "spacy_maral calibrate" in line).split())
+    soup = next(c for c in srsly.read_yaml(root / "project" / "project.yml")["commands"] if c["name"] == "soup")
+    calibrate = " ".join(next(line for line in soup["script"] if "spacy_maral calibrate" in line).split())
     assert "--temperature ${vars.student_temperature} --target-lang ${vars.target_lang}" in calibrate
     assert "--lang ${vars.dev_lang}" in calibrate

@@ -10,9 +10,9 @@ from spacy_maral.cli import (  # noqa: F401  (each module adds its commands to a
     evaluate,
     guard,
     package,
+    per_seed,
     predict,
     pseudo_label,
-    teachers,
 )
 from spacy_maral.cli._app import app
 

@@ -9,10 +9,11 @@ from spacy_maral.cli._app import app
 
 @app.command("average")
 def average_command(
-    inputs: List[Path] = typer.Argument(..., help="Two or more pipeline directories of one architecture and label set: the snapshots of a run (its epoch hook's snapshot_dir, e.g. step-*) and its model-last, or runs that started from the same weights. The last one gives everything that is not a weight."),
+    inputs: List[Path] = typer.Argument(..., help="Pipeline directories of one architecture and label set: the snapshots of a run (its epoch hook's snapshot_dir, e.g. step-*) and its model-last, or runs that started from the same weights. The last one gives everything that is not a weight. With --runs or --snapshots one is enough; the mean of one pipeline is the pipeline."),
     output: Path = typer.Option(..., "--output", "-o", help="Where to write the averaged pipeline (a new or empty folder, or one this command wrote)."),
     snapshots: Optional[Path] = typer.Option(None, "--snapshots", help="A snapshot folder of the epoch hook (snapshot_dir): its step-NNNNNN pipelines from --from-step on are averaged too, before INPUTS, in step order. A missing or empty folder adds none."),
     from_step: int = typer.Option(0, "--from-step", help="With --snapshots: the first step whose snapshot is averaged."),
+    runs: Optional[Path] = typer.Option(None, "--runs", help="The students.json of `train-students` (or a teachers.json): the runs it lists are averaged too, before INPUTS, in seed order. One that lists none adds none (a soup that is off: the output is INPUTS' mean)."),
 ) -> None:
     """Average the trainable weights of pipelines (checkpoint averaging, model soups).
 
@@ -22,6 +23,7 @@ def average_command(
     """
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
     from spacy_maral.training.averaging import average_pipelines, snapshots_from
+    from spacy_maral.training.per_seed import summary_models
     from spacy_maral.util import cli_printer
 
     msg = cli_printer()
@@ -31,6 +33,10 @@ def average_command(
             found = snapshots_from(snapshots, from_step)
             msg.info(f"{len(found)} snapshot(s) of {snapshots} from step {from_step} on")
             inputs = found + list(inputs)
+        if runs is not None:
+            listed = [Path(m) for m in summary_models(runs)]
+            msg.info(f"{len(listed)} run(s) listed in {runs}")
+            inputs = listed + list(inputs)
         for path in inputs:
             if not (Path(path) / "config.cfg").is_file():
                 raise ValueError(f"{path} is not a pipeline directory (no config.cfg)")

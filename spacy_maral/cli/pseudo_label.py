@@ -57,9 +57,9 @@ def pseudo_label_command(
         require_gpu(gpu_id)
     try:
         if ensemble_from is not None:
-            from spacy_maral.training.teachers import ensemble_models
+            from spacy_maral.training.per_seed import summary_models
 
-            ensemble = [*ensemble, *(Path(m) for m in ensemble_models(ensemble_from))]
+            ensemble = [*ensemble, *(Path(m) for m in summary_models(ensemble_from))]
         nlp = load_pipeline(teacher, precision=precision)
         if lang:
             set_tokenizer_lang(nlp, lang)

@@ -1,4 +1,4 @@
-"""`train-teachers`: one stage-1 teacher per seed, side by side (spacy_maral.training.teachers)."""
+"""`train-teachers` and `train-students`: one training per seed, side by side (spacy_maral.training.per_seed)."""
 import json
 
 import pytest
@@ -8,8 +8,8 @@ from thinc.api import Config
 from helpers import REPO, build_nlp, make_examples
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
 from spacy_maral.pipeline.maral_ner import find_maral_ner
+from spacy_maral.training.per_seed import summary_models, train_per_seed
 from spacy_maral.training.pseudo_label import head_fingerprint
-from spacy_maral.training.teachers import train_teachers
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def setup(tiny_encoder, tmp_path_factory):
 def test_two_seeds_side_by_side_then_kept(setup, tmp_path) -> None:
     _, config = setup
     lines = []
-    summary = train_teachers(config, tmp_path / "t", [0, 1], ["--training.max_steps", "4"], report=lines.append)
+    summary = train_per_seed(config, tmp_path / "t", [0, 1], ["--training.max_steps", "4"], report=lines.append)
     assert sorted(summary) == ["0", "1"] and not any(e["kept"] for e in summary.values())
     heads = [head_fingerprint(find_maral_ner(load_pipeline(summary[s]["model"], precision="fp32"))) for s in ("0", "1")]
     assert heads[0] != heads[1], "the two seeds trained the same teacher"
@@ -43,10 +43,10 @@ def test_two_seeds_side_by_side_then_kept(setup, tmp_path) -> None:
     assert written["teachers"]["1"]["model"].endswith("teacher-s1/model-best")
     model = tmp_path / "t" / "teacher-s0" / "model-best" / "meta.json"
     before = model.stat().st_mtime_ns
-    again = train_teachers(config, tmp_path / "t", [0, 1], ["--training.max_steps", "4"], report=lines.append)
+    again = train_per_seed(config, tmp_path / "t", [0, 1], ["--training.max_steps", "4"], report=lines.append)
     assert all(e["kept"] for e in again.values()) and model.stat().st_mtime_ns == before
     assert any("teacher-s1: kept" in line for line in lines)
-    changed = train_teachers(config, tmp_path / "t", [0], ["--training.max_steps", "5"], report=lines.append)
+    changed = train_per_seed(config, tmp_path / "t", [0], ["--training.max_steps", "5"], report=lines.append)
     assert not changed["0"]["kept"] and model.stat().st_mtime_ns != before
     assert any("teacher-s0: trained earlier with other settings" in line for line in lines)
 
@@ -55,18 +55,18 @@ def test_two_seeds_side_by_side_then_kept(setup, tmp_path) -> None:
 def test_a_failed_teacher_is_named_with_its_log(setup, tmp_path) -> None:
     _, config = setup
     with pytest.raises(RuntimeError, match=r"teacher-s3 failed, see .*teacher-s3/train.log"):
-        train_teachers(config, tmp_path / "t", [3], ["--paths.train", str(tmp_path / "missing.spacy")], report=lambda _: None)
+        train_per_seed(config, tmp_path / "t", [3], ["--paths.train", str(tmp_path / "missing.spacy")], report=lambda _: None)
     assert not (tmp_path / "t" / "teachers.json").exists() and not (tmp_path / "t" / "teacher-s3" / "timing.json").exists()
 
 
 def test_settings_refused_before_any_work(setup, tmp_path) -> None:
     _, config = setup
     with pytest.raises(ValueError, match="--system.seed is set for each teacher"):
-        train_teachers(config, tmp_path / "t", [0], ["--system.seed", "4"])
+        train_per_seed(config, tmp_path / "t", [0], ["--system.seed", "4"])
     with pytest.raises(ValueError, match="distinct seeds"):
-        train_teachers(config, tmp_path / "t", [1, 1])
+        train_per_seed(config, tmp_path / "t", [1, 1])
     with pytest.raises(ValueError, match="does not exist"):
-        train_teachers(tmp_path / "nope.cfg", tmp_path / "t", [0])
+        train_per_seed(tmp_path / "nope.cfg", tmp_path / "t", [0])
     assert not (tmp_path / "t").exists()
 
 
@@ -84,11 +84,26 @@ def test_train_teachers_command_errors(setup, tmp_path) -> None:
 
 
 def test_no_seeds_writes_an_empty_ensemble(setup, tmp_path) -> None:
-    from spacy_maral.training.teachers import ensemble_models
-
     _, config = setup
-    assert train_teachers(config, tmp_path / "t", []) == {}
-    assert ensemble_models(tmp_path / "t" / "teachers.json") == []
+    assert train_per_seed(config, tmp_path / "t", []) == {}
+    assert summary_models(tmp_path / "t" / "teachers.json") == []
     (tmp_path / "bad.json").write_text("[1, 2]", encoding="utf8")
-    with pytest.raises(ValueError, match="bad.json is not the teachers.json of train-teachers"):
-        ensemble_models(tmp_path / "bad.json")
+    with pytest.raises(ValueError, match="bad.json is not the summary of train-teachers or train-students"):
+        summary_models(tmp_path / "bad.json")
+
+
+def test_students_summary_and_refusals(setup, tmp_path) -> None:
+    """A student's run is used at model-last, listed in students.json; a file every run
+    would write (a log, the diagnostics, the checkpoint) is refused before any work."""
+    _, config = setup
+    assert train_per_seed(config, tmp_path / "s", [], role="student") == {}
+    written = json.loads((tmp_path / "s" / "students.json").read_text(encoding="utf8"))
+    assert written["students"] == {} and summary_models(tmp_path / "s" / "students.json") == []
+    (tmp_path / "s" / "students.json").write_text(json.dumps({"students": {"100": {"model": "x/student-s100/model-last"}}}))
+    assert summary_models(tmp_path / "s" / "students.json") == ["x/student-s100/model-last"]
+    for name in ("--paths.checkpoint", "--paths.log", "--paths.diagnostics"):
+        with pytest.raises(ValueError, match=f"{name} would be one file for every student"):
+            train_per_seed(config, tmp_path / "n", [100], [name, "x"], role="student")
+    with pytest.raises(ValueError, match="role 'pupil'"):
+        train_per_seed(config, tmp_path / "n", [100], role="pupil")
+    assert not (tmp_path / "n").exists()

@@ -1,0 +1,71 @@
+"""`python -m spacy_maral train-teachers` and `train-students`: one training per seed, side by side."""
+from pathlib import Path
+from typing import List
+
+import typer
+
+from spacy_maral.cli._app import app
+
+SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def parse_seeds(value: str) -> List[int]:
+    """"0,1,2" -> [0, 1, 2]."""
+    try:
+        return [int(part) for part in value.split(",") if part.strip()]
+    except ValueError as err:
+        raise typer.BadParameter(f"{value!r}: give integers separated by commas, e.g. 0,1,2", param_hint="--seeds") from err
+
+
+def _train(ctx: typer.Context, config: Path, output_dir: Path, seeds: str, jobs: int, role: str) -> None:
+    """Run train_per_seed for the command of `role` and print one line per run."""
+    from spacy_maral.training.per_seed import ROLES, train_per_seed
+
+    overrides = [a for a in ctx.args if a != "--"]
+    try:
+        summary = train_per_seed(config, output_dir, parse_seeds(seeds), overrides, role=role, jobs=jobs, report=typer.echo)
+    except ValueError as err:
+        typer.secho(f"train-{role}s: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=2) from err
+    except RuntimeError as err:
+        typer.secho(f"train-{role}s failed: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1) from err
+    for seed, entry in summary.items():
+        typer.echo(f"  seed {seed}: {entry['model']} ({entry['wall_s']} s, peak RSS {entry['peak_rss_gb']} GB{', kept' if entry['kept'] else ''})")
+    if not summary:
+        typer.echo(f"  no seeds: {output_dir / f'{role}s.json'} lists no {role} ({ROLES[role]})")
+
+
+@app.command("train-teachers", context_settings=SETTINGS)
+def train_teachers_command(
+    ctx: typer.Context,
+    config: Path = typer.Argument(..., help="Stage-1 training config, e.g. configs/source.cfg."),
+    output_dir: Path = typer.Argument(..., help="Folder for the teachers: OUTPUT_DIR/teacher-sSEED each, and teachers.json."),
+    seeds: str = typer.Option("0,1,2", "--seeds", help="One teacher per seed, e.g. 0,1,2 (\"\": none, only an empty teachers.json)."),
+    jobs: int = typer.Option(0, "--jobs", min=0, help="Trainings at once (0 = all); the cores are shared between them."),
+) -> None:
+    """Train one teacher per seed side by side, e.g. for `pseudo-label --ensemble-from`.
+    Every other option is passed to each `spacy train` (e.g. --paths.train
+    corpus/en-train.spacy). A teacher already trained in OUTPUT_DIR with the same settings
+    (model-best, and the same arguments in its timing.json) is kept; one trained
+    otherwise is trained again.
+    """
+    _train(ctx, config, output_dir, seeds, jobs, "teacher")
+
+
+@app.command("train-students", context_settings=SETTINGS)
+def train_students_command(
+    ctx: typer.Context,
+    config: Path = typer.Argument(..., help="Stage-2 training config, e.g. configs/adapt.cfg."),
+    output_dir: Path = typer.Argument(..., help="Folder for the students: OUTPUT_DIR/student-sSEED each, and students.json."),
+    seeds: str = typer.Option("100", "--seeds", help="One student per stage-2 seed, e.g. 100 (\"\": none, only an empty students.json)."),
+    jobs: int = typer.Option(0, "--jobs", min=0, help="Trainings at once (0 = all; each takes about 7 GB at the CoNLL budget); the cores are shared between them."),
+) -> None:
+    """Train one stage-2 student per seed, each like the workflow's student but for its
+    seed (data order, dropout), e.g. for a soup: `average STUDENT --runs
+    OUTPUT_DIR/students.json`. Every other option is passed to each `spacy train` (e.g.
+    --paths.target corpus/de-pseudo); not a log, diagnostics or checkpoint path, which
+    the students would share. A student already trained in OUTPUT_DIR with the same
+    settings (model-last, and the same arguments in its timing.json) is kept.
+    """
+    _train(ctx, config, output_dir, seeds, jobs, "student")

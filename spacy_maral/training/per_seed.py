@@ -1,0 +1,162 @@
+"""Several trainings of one config side by side, one per seed: the stage-1 teachers of a
+pseudo-label ensemble (`pseudo-label --ensemble`, spacy_maral.training.ensemble) and the
+stage-2 students of a model soup (`average`, spacy_maral.training.averaging).
+
+Each run is one `spacy train CONFIG --output OUTPUT/ROLE-sSEED --system.seed SEED`
+process, run under `spacy_maral measure` (its wall time and peak memory in its
+timing.json), its console output in its train.log, side by side with
+spacy_maral.parallel.run_parallel. At most `jobs` run at once, and the machine's cores
+are shared between them (OMP_NUM_THREADS): on a small machine several
+single-threaded trainings finish sooner than the same trainings one after another with
+all cores each. A run whose folder already holds its model and a timing.json of the
+same `spacy train` arguments is kept, so a job that was stopped and started again
+trains only the missing ones; one trained with other settings is trained again.
+"""
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Callable, Dict, List, Sequence
+
+from spacy_maral.fileio import atomic_write_text
+from spacy_maral.parallel import run_parallel
+
+# the roles, and the model of each run that is used: a teacher is selected on the source
+# dev set (model-best); a student is taken at its last step (docs/protocol.md, rule 2)
+ROLES: Dict[str, str] = {"teacher": "model-best", "student": "model-last"}
+RESERVED = ("--output", "-o", "--system.seed")  # set by train_per_seed for every run
+SHARED_FILES = ("--paths.log", "--paths.diagnostics", "--paths.checkpoint")  # one file for every run: refused
+
+
+def summary_name(role: str) -> str:
+    """The file name of the summary train_per_seed writes: teachers.json, students.json."""
+    return f"{check_role(role)}s.json"
+
+
+def check_role(role: str) -> str:
+    """`role` if it is one of ROLES, else ValueError."""
+    if role not in ROLES:
+        raise ValueError(f"role {role!r}: give one of {', '.join(ROLES)}")
+    return role
+
+
+def run_dir(output_dir: Path, seed: int, role: str = "teacher") -> Path:
+    """The folder of the run of `seed` (its models, timing.json, train.log)."""
+    return Path(output_dir) / f"{check_role(role)}-s{seed}"
+
+
+def check_overrides(overrides: Sequence[str], role: str = "teacher") -> None:
+    """Raise ValueError when an override sets what every run gets from train_per_seed."""
+    for arg in overrides:
+        name = arg.split("=", 1)[0]
+        if name in RESERVED:
+            raise ValueError(f"{name} is set for each {role} by train-{role}s (OUTPUT_DIR/{role}-sSEED, --seeds); leave it out")
+        if name in SHARED_FILES:
+            raise ValueError(f"{name} would be one file for every {role}, written by all of them at once; leave it out")
+
+
+def train_per_seed(
+    config: Path,
+    output_dir: Path,
+    seeds: Sequence[int],
+    overrides: Sequence[str] = (),
+    role: str = "teacher",
+    jobs: int = 0,
+    report: Callable[[str], None] = print,
+    status_every_s: float = 60.0,
+) -> Dict[str, Dict[str, object]]:
+    """Train one run of `config` per seed, side by side; write OUTPUT_DIR/ROLEs.json.
+
+    config (Path): the training config (configs/source.cfg for teachers, configs/adapt.cfg
+        for students).
+    output_dir (Path): folder for the runs, one ROLE-sSEED folder each.
+    seeds (Sequence[int]): one run per seed (distinct; none: only the empty summary is
+        written, for a workflow whose ensemble or soup is off).
+    overrides (Sequence[str]): more `spacy train` arguments, the same for every run
+        (e.g. "--paths.train", "corpus/en-train.spacy"); not --output or --system.seed.
+        Not a file each run writes (--paths.log, --paths.diagnostics,
+        --paths.checkpoint): the runs would share it.
+    role (str): "teacher" (the model used is model-best) or "student" (model-last).
+    jobs (int): trainings at once (0 = all of them).
+    report (Callable[[str], None]): where the lines about kept runs go (run_parallel
+        reports the trainings as they start and end).
+    status_every_s (float): seconds between the status lines of the running trainings
+        (the last line of each one's log).
+    RETURNS (Dict[str, Dict[str, object]]): per seed: "model" (its model-best or
+        model-last), "wall_s", "peak_rss_gb" and "kept" (trained before this call).
+        Raises RuntimeError naming each run that failed and its log, after the others
+        have finished (run_parallel prints the end of each failed log).
+    """
+    config, output_dir = Path(config), Path(output_dir)
+    check_role(role)
+    if not config.is_file():
+        raise ValueError(f"the training config {config} does not exist")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"give distinct seeds (got {list(seeds)})")
+    check_overrides(overrides, role)
+    todo = [s for s in seeds if not _finished(config, output_dir, s, overrides, role)]
+    for seed in seeds:
+        if seed not in todo:
+            report(f"{role}-s{seed}: kept (trained earlier with these settings: {run_dir(output_dir, seed, role) / ROLES[role]})")
+        elif (run_dir(output_dir, seed, role) / "timing.json").is_file():
+            report(f"{role}-s{seed}: trained earlier with other settings; training it again")
+    at_once = min(jobs or len(todo), len(todo)) if todo else 1
+    threads = max(1, (os.cpu_count() or 1) // at_once)
+    for seed in todo:
+        (run_dir(output_dir, seed, role) / "timing.json").unlink(missing_ok=True)  # written again when it succeeds
+    commands = [shlex.join(run_command(config, output_dir, seed, overrides, role)) for seed in todo]
+    logs = [run_dir(output_dir, seed, role) / "train.log" for seed in todo]
+    failed = set(run_parallel(commands, jobs=at_once, threads=threads, logs=logs, status_every_s=status_every_s))
+    bad = [seed for seed, command in zip(todo, commands) if command in failed]
+    if bad:
+        raise RuntimeError("; ".join(f"{role}-s{s} failed, see {run_dir(output_dir, s, role) / 'train.log'}" for s in bad))
+    summary = {}
+    for seed in seeds:
+        folder = run_dir(output_dir, seed, role)
+        timing = json.loads((folder / "timing.json").read_text(encoding="utf8"))
+        summary[str(seed)] = {"model": str(folder / ROLES[role]), "wall_s": timing["wall_s"],
+                              "peak_rss_gb": timing["peak_rss_gb"], "kept": seed not in todo}
+    output_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(output_dir / summary_name(role), json.dumps({"config": str(config), "overrides": list(overrides),
+                                                                   "threads": threads, f"{role}s": summary}, indent=2))
+    return summary
+
+
+def _finished(config: Path, output_dir: Path, seed: int, overrides: Sequence[str], role: str) -> bool:
+    """Whether the run of `seed` was trained to the end with this config and these
+    overrides (the `spacy train` arguments its timing.json recorded)."""
+    folder = run_dir(output_dir, seed, role)
+    if not (folder / ROLES[role]).is_dir():
+        return False
+    try:
+        recorded = json.loads((folder / "timing.json").read_text(encoding="utf8"))["command"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    command = run_command(config, output_dir, seed, overrides, role)
+    train = command[command.index("--") + 1:]  # what measure ran: python -m spacy train ...
+    return isinstance(recorded, list) and recorded[1:] == train[1:]
+
+
+def run_command(config: Path, output_dir: Path, seed: int, overrides: Sequence[str], role: str = "teacher") -> List[str]:
+    """The command line that trains the run of `seed` (under `spacy_maral measure`)."""
+    folder = run_dir(output_dir, seed, role)
+    return ["python", "-m", "spacy_maral", "measure", str(folder / "timing.json"), "--",
+            "python", "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", str(seed), *overrides]
+
+
+def summary_models(summary_path: Path) -> List[str]:
+    """The models listed in a train_per_seed summary (teachers.json or students.json).
+
+    summary_path (Path): OUTPUT_DIR/teachers.json or OUTPUT_DIR/students.json.
+    RETURNS (List[str]): the models (model-best of teachers, model-last of students), by
+        seed order; empty for an ensemble or a soup that is off.
+    """
+    summary_path = Path(summary_path)
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf8"))
+        runs = [summary[f"{role}s"] for role in ROLES if f"{role}s" in summary]
+        if len(runs) != 1:
+            raise ValueError(f"it lists no {' or '.join(f'{role}s' for role in ROLES)}")
+        return [entry["model"] for entry in runs[0].values()]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{summary_path} is not the summary of train-teachers or train-students ({err})") from err
