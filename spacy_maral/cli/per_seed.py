@@ -19,7 +19,7 @@ def parse_seeds(value: str) -> List[int]:
 
 def _train(ctx: typer.Context, config: Path, output_dir: Path, seeds: str, jobs: int, role: str) -> None:
     """Run train_per_seed for the command of `role` and print one line per run."""
-    from spacy_maral.training.per_seed import ROLES, train_per_seed
+    from spacy_maral.training.per_seed import ROLES, summary_name, train_per_seed
 
     overrides = [a for a in ctx.args if a != "--"]
     try:
@@ -33,7 +33,7 @@ def _train(ctx: typer.Context, config: Path, output_dir: Path, seeds: str, jobs:
     for seed, entry in summary.items():
         typer.echo(f"  seed {seed}: {entry['model']} ({entry['wall_s']} s, peak RSS {entry['peak_rss_gb']} GB{', kept' if entry['kept'] else ''})")
     if not summary:
-        typer.echo(f"  no seeds: {output_dir / f'{role}s.json'} lists no {role} ({ROLES[role]})")
+        typer.echo(f"  no seeds: {output_dir / summary_name(role)} lists no {role} ({ROLES[role]})")
 
 
 @app.command("train-teachers", context_settings=SETTINGS)
