@@ -25,8 +25,8 @@ DEV_LANG ?= es
 STUDENT_TEMPERATURE ?= 0
 # seeds of more teachers for the pseudo-labels (the workflow's ensemble_seeds); empty: one teacher
 ENSEMBLE_SEEDS ?= 1,2
-# stage-2 seeds of more students whose weights are averaged with the student's (the
-# workflow's soup_seeds, e.g. 100); empty: the student alone
+# stage-2 seeds of more students, trained side by side with the student, whose weights
+# are averaged with the student's (the workflow's soup_seeds, e.g. 100); empty: the student alone
 SOUP_SEEDS ?=
 ENCODER ?= encoders/multilingual-e5-small
 STAGE1_STEPS ?= 1800

@@ -128,6 +128,29 @@ def test_average_cli_runs_of_a_summary_come_first(two_checkpoints, tmp_path) -> 
     alone = spacy.load(tmp_path / "alone")
     torch.testing.assert_close(head_of(alone).projection[0].weight, head_of(spacy.load(a_dir)).projection[0].weight, rtol=0, atol=0)
     assert predictions(alone, TEXTS) == predictions(spacy.load(a_dir), TEXTS)
+
+
+def test_average_cli_runs_alone(two_checkpoints, tmp_path) -> None:
+    """--runs without INPUTS: the mean of the listed runs, the settings of the last one
+    listed (the workflow's soup step); a summary that lists none is an error, not an
+    empty pipeline."""
+    import json
+
+    a_dir, b_dir = two_checkpoints
+    summary = tmp_path / "students.json"
+    summary.write_text(json.dumps({"students": {"100": {"model": str(b_dir)}, "0": {"model": str(a_dir)}}}), encoding="utf8")
+    cmd = [sys.executable, "-m", "spacy_maral", "average", "--runs", str(summary), "-o", str(tmp_path / "soup")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    soup = spacy.load(tmp_path / "soup")
+    expected = (head_of(spacy.load(a_dir)).projection[0].weight + head_of(spacy.load(b_dir)).projection[0].weight) / 2
+    torch.testing.assert_close(head_of(soup).projection[0].weight, expected, rtol=0, atol=1e-6)
+    assert (tmp_path / "soup" / "config.cfg").read_text(encoding="utf8") == (a_dir / "config.cfg").read_text(encoding="utf8")
+    summary.write_text(json.dumps({"students": {}}), encoding="utf8")
+    cmd[-1] = str(tmp_path / "none")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    assert proc.returncode == 1 and "no pipelines to average" in proc.stdout
+    assert not (tmp_path / "none").exists()
     summary.write_text("[]", encoding="utf8")
     proc = subprocess.run(cmd[:-1] + [str(tmp_path / "bad")], capture_output=True, text=True, env=ENV, cwd=str(REPO))
     assert proc.returncode == 1 and "students.json is not the summary of train-teachers" in " ".join(proc.stdout.split())

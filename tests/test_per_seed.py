@@ -8,7 +8,7 @@ from thinc.api import Config
 from helpers import REPO, build_nlp, make_examples
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
 from spacy_maral.pipeline.maral_ner import find_maral_ner
-from spacy_maral.training.per_seed import summary_models, train_per_seed
+from spacy_maral.training.per_seed import run_command, summary_models, train_per_seed
 from spacy_maral.training.pseudo_label import head_fingerprint
 
 
@@ -93,17 +93,24 @@ def test_no_seeds_writes_an_empty_ensemble(setup, tmp_path) -> None:
 
 
 def test_students_summary_and_refusals(setup, tmp_path) -> None:
-    """A student's run is used at model-last, listed in students.json; a file every run
-    would write (a log, the diagnostics, the checkpoint) is refused before any work."""
+    """A student's run is used at model-last, listed in students.json; it writes its own
+    log, diagnostics and checkpoint in its run folder, so an override of one of them is
+    refused before any work (for a teacher, which writes none, too)."""
     _, config = setup
     assert train_per_seed(config, tmp_path / "s", [], role="student") == {}
     written = json.loads((tmp_path / "s" / "students.json").read_text(encoding="utf8"))
     assert written["students"] == {} and summary_models(tmp_path / "s" / "students.json") == []
     (tmp_path / "s" / "students.json").write_text(json.dumps({"students": {"100": {"model": "x/student-s100/model-last"}}}))
     assert summary_models(tmp_path / "s" / "students.json") == ["x/student-s100/model-last"]
-    for name in ("--paths.checkpoint", "--paths.log", "--paths.diagnostics"):
-        with pytest.raises(ValueError, match=f"{name} would be one file for every student"):
+    for name, file in (("--paths.checkpoint", "checkpoint"), ("--paths.log", "log.jsonl"), ("--paths.diagnostics", "diagnostics.jsonl")):
+        with pytest.raises(ValueError, match=f"{name} is set for each student by train-students \\(OUTPUT_DIR/student-sSEED/{file}\\)"):
             train_per_seed(config, tmp_path / "n", [100], [name, "x"], role="student")
+        with pytest.raises(ValueError, match=f"{name} would be one file for every teacher"):
+            train_per_seed(config, tmp_path / "n", [1], [f"{name}=x"])
+        student = run_command(config, tmp_path / "n", 100, ["--training.max_steps", "8"], role="student")
+        assert student[student.index(name) + 1] == str(tmp_path / "n" / "student-s100" / file)
+        assert student[-2:] == ["--training.max_steps", "8"]
+        assert name not in run_command(config, tmp_path / "n", 1, [])
     with pytest.raises(ValueError, match="role 'pupil'"):
         train_per_seed(config, tmp_path / "n", [100], role="pupil")
     assert not (tmp_path / "n").exists()

@@ -132,15 +132,22 @@ def check_evaluate_metrics(project: Path) -> None:
 
 
 def check_soup(project: Path) -> None:
-    """training/student-de/model (the soup step) is the elementwise mean of the weights of
-    the student (adapt, stage-2 seed 0) and of the second student (seed 100), which differ."""
+    """The adapt step trained the second student (seed 100) and the student (stage-2 seed
+    0, listed last, whose settings the soup keeps) side by side, the cores shared, each
+    with its own seed and files; training/student-de/model (the soup step) is the
+    elementwise mean of their weights, which differ."""
     from spacy_maral.training.averaging import pipeline_weights
 
-    listed = json.loads((project / "training/student-de/students.json").read_text())["students"]
-    assert sorted(listed) == ["100"] and listed["100"]["model"].endswith("student-s100/model-last")
-    command = json.loads((project / "training/student-de/student-s100/timing.json").read_text())["command"]
-    assert "--system.seed 100" in " ".join(command)
-    paths = ("training/adapt-de/model-last", "training/student-de/student-s100/model-last")
+    summary = json.loads((project / "training/adapt-de/students.json").read_text())
+    listed = summary["students"]
+    assert list(listed) == ["100", "0"]
+    assert summary["threads"] == max(1, (os.cpu_count() or 1) // 2)
+    for seed in ("100", "0"):
+        assert listed[seed]["model"].endswith(f"student-s{seed}/model-last")
+        command = " ".join(json.loads((project / f"training/adapt-de/student-s{seed}/timing.json").read_text())["command"])
+        assert f"--system.seed {seed}" in command
+        assert f"--paths.diagnostics training/adapt-de/student-s{seed}/diagnostics.jsonl" in command
+    paths = ("training/adapt-de/student-s0/model-last", "training/adapt-de/student-s100/model-last")
     students = [pipeline_weights(spacy.load(project / p)) for p in paths]
     soup = pipeline_weights(spacy.load(project / "training/student-de/model"))
     assert set(soup) == set(students[0]) == set(students[1])
@@ -176,8 +183,8 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
     project, _ = project_run_all
     for path in [
         "corpus/en-train.spacy", "corpus/en-dev.spacy", "corpus/de-test.spacy", "corpus/de-pseudo/summary.json",
-        "training/teacher/model-best", "training/adapt-de/model-last", "training/adapt-de/diagnostics.jsonl",
-        "training/student-de/student-s100/model-last", "training/student-de/model",
+        "training/teacher/model-best", "training/adapt-de/students.json", "training/adapt-de/student-s0/model-last",
+        "training/adapt-de/student-s0/diagnostics.jsonl", "training/adapt-de/student-s100/model-last", "training/student-de/model",
         "metrics/de-test.json", "metrics/de-predictions.html", "metrics/de-guard.json",
         "training/teacher/calibration.json", "training/student-de/calibration.json",
     ]:

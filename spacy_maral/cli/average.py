@@ -9,7 +9,7 @@ from spacy_maral.cli._app import app
 
 @app.command("average")
 def average_command(
-    inputs: List[Path] = typer.Argument(..., help="Pipeline directories of one architecture and label set: the snapshots of a run (its epoch hook's snapshot_dir, e.g. step-*) and its model-last, or runs that started from the same weights. The last one gives everything that is not a weight. With --runs or --snapshots one is enough; the mean of one pipeline is the pipeline."),
+    inputs: Optional[List[Path]] = typer.Argument(None, help="Pipeline directories of one architecture and label set: the snapshots of a run (its epoch hook's snapshot_dir, e.g. step-*) and its model-last, or runs that started from the same weights. The last one gives everything that is not a weight. None with --runs or --snapshots that list some; the mean of one pipeline is the pipeline."),
     output: Path = typer.Option(..., "--output", "-o", help="Where to write the averaged pipeline (a new or empty folder, or one this command wrote)."),
     snapshots: Optional[Path] = typer.Option(None, "--snapshots", help="A snapshot folder of the epoch hook (snapshot_dir): its step-NNNNNN pipelines from --from-step on are averaged too, before INPUTS, in step order. A missing or empty folder adds none."),
     from_step: int = typer.Option(0, "--from-step", help="With --snapshots: the first step whose snapshot is averaged."),
@@ -29,6 +29,7 @@ def average_command(
     msg = cli_printer()
     try:
         check_replaceable(output, "average --output")  # before any work: a user's folder is never replaced
+        inputs = list(inputs or [])
         if snapshots is not None:
             found = snapshots_from(snapshots, from_step)
             msg.info(f"{len(found)} snapshot(s) of {snapshots} from step {from_step} on")
@@ -37,6 +38,8 @@ def average_command(
             listed = [Path(m) for m in summary_models(runs)]
             msg.info(f"{len(listed)} run(s) listed in {runs}")
             inputs = listed + list(inputs)
+        if not inputs:
+            raise ValueError("no pipelines to average: give INPUTS, or --runs or --snapshots that list some")
         for path in inputs:
             if not (Path(path) / "config.cfg").is_file():
                 raise ValueError(f"{path} is not a pipeline directory (no config.cfg)")

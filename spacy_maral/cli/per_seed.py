@@ -61,11 +61,11 @@ def train_students_command(
     seeds: str = typer.Option("100", "--seeds", help="One student per stage-2 seed, e.g. 100 (\"\": none, only an empty students.json)."),
     jobs: int = typer.Option(0, "--jobs", min=0, help="Trainings at once (0 = all; each takes about 7 GB at the CoNLL budget); the cores are shared between them."),
 ) -> None:
-    """Train one stage-2 student per seed, each like the workflow's student but for its
-    seed (data order, dropout), e.g. for a soup: `average STUDENT --runs
+    """Train one stage-2 student per seed side by side, e.g. for a soup: `average --runs
     OUTPUT_DIR/students.json`. Every other option is passed to each `spacy train` (e.g.
-    --paths.target corpus/de-pseudo); not a log, diagnostics or checkpoint path, which
-    the students would share. A student already trained in OUTPUT_DIR with the same
-    settings (model-last, and the same arguments in its timing.json) is kept.
+    --paths.target corpus/de-pseudo); not a log, diagnostics or checkpoint path: each
+    student writes its own in its folder (log.jsonl, diagnostics.jsonl, checkpoint). A
+    student already trained in OUTPUT_DIR with the same settings (model-last, and the
+    same arguments in its timing.json) is kept.
     """
     _train(ctx, config, output_dir, seeds, jobs, "student")

@@ -3,9 +3,9 @@ pseudo-label ensemble (`pseudo-label --ensemble`, spacy_maral.training.ensemble)
 stage-2 students of a model soup (`average`, spacy_maral.training.averaging).
 
 Each run is one `spacy train CONFIG --output OUTPUT/ROLE-sSEED --system.seed SEED`
-process, run under `spacy_maral measure` (its wall time and peak memory in its
-timing.json), its console output in its train.log, side by side with
-spacy_maral.parallel.run_parallel. At most `jobs` run at once, and the machine's cores
+process (a student also writes its stage-2 log, diagnostics and checkpoint there), run
+under `spacy_maral measure` (its wall time and peak memory in its timing.json), its
+console output in its train.log, side by side with spacy_maral.parallel.run_parallel. At most `jobs` run at once, and the machine's cores
 are shared between them (OMP_NUM_THREADS): on a small machine several
 single-threaded trainings finish sooner than the same trainings one after another with
 all cores each. A run whose folder already holds its model and a timing.json of the
@@ -25,7 +25,14 @@ from spacy_maral.parallel import run_parallel
 # dev set (model-best); a student is taken at its last step (docs/protocol.md, rule 2)
 ROLES: Dict[str, str] = {"teacher": "model-best", "student": "model-last"}
 RESERVED = ("--output", "-o", "--system.seed")  # set by train_per_seed for every run
-SHARED_FILES = ("--paths.log", "--paths.diagnostics", "--paths.checkpoint")  # one file for every run: refused
+# the files a run writes besides its models, by role: a student's stage-2 log, diagnostics
+# and checkpoint are set by train_per_seed to files in its own run folder; a teacher
+# (configs/source.cfg) writes none of them, so they are refused for teachers
+RUN_FILES: Dict[str, Dict[str, str]] = {
+    "teacher": {},
+    "student": {"--paths.log": "log.jsonl", "--paths.diagnostics": "diagnostics.jsonl", "--paths.checkpoint": "checkpoint"},
+}
+SHARED_FILES = ("--paths.log", "--paths.diagnostics", "--paths.checkpoint")  # would be one file for every run
 
 
 def summary_name(role: str) -> str:
@@ -51,6 +58,9 @@ def check_overrides(overrides: Sequence[str], role: str = "teacher") -> None:
         name = arg.split("=", 1)[0]
         if name in RESERVED:
             raise ValueError(f"{name} is set for each {role} by train-{role}s (OUTPUT_DIR/{role}-sSEED, --seeds); leave it out")
+        if name in RUN_FILES[role]:
+            own = f"OUTPUT_DIR/{role}-sSEED/{RUN_FILES[role][name]}"
+            raise ValueError(f"{name} is set for each {role} by train-{role}s ({own}); leave it out")
         if name in SHARED_FILES:
             raise ValueError(f"{name} would be one file for every {role}, written by all of them at once; leave it out")
 
@@ -75,7 +85,8 @@ def train_per_seed(
     overrides (Sequence[str]): more `spacy train` arguments, the same for every run
         (e.g. "--paths.train", "corpus/en-train.spacy"); not --output or --system.seed.
         Not a file each run writes (--paths.log, --paths.diagnostics,
-        --paths.checkpoint): the runs would share it.
+        --paths.checkpoint): each student gets its own in its run folder (RUN_FILES),
+        and a teacher writes none.
     role (str): "teacher" (the model used is model-best) or "student" (model-last).
     jobs (int): trainings at once (0 = all of them).
     report (Callable[[str], None]): where the lines about kept runs go (run_parallel
@@ -138,10 +149,12 @@ def _finished(config: Path, output_dir: Path, seed: int, overrides: Sequence[str
 
 
 def run_command(config: Path, output_dir: Path, seed: int, overrides: Sequence[str], role: str = "teacher") -> List[str]:
-    """The command line that trains the run of `seed` (under `spacy_maral measure`)."""
+    """The command line that trains the run of `seed` (under `spacy_maral measure`): its
+    output folder, its seed, its own files of RUN_FILES, then `overrides`."""
     folder = run_dir(output_dir, seed, role)
+    own = [arg for name, file in RUN_FILES[check_role(role)].items() for arg in (name, str(folder / file))]
     return ["python", "-m", "spacy_maral", "measure", str(folder / "timing.json"), "--",
-            "python", "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", str(seed), *overrides]
+            "python", "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", str(seed), *own, *overrides]
 
 
 def summary_models(summary_path: Path) -> List[str]:
