@@ -82,52 +82,61 @@ def test_average_refuses_other_labels(trained_dir, tmp_path) -> None:
         average_pipelines([tmp_path / "other", trained_dir])
 
 
+def run_average(cmd):
+    """Run `python -m spacy_maral average` with the arguments `cmd` (after `average`)."""
+    return subprocess.run([sys.executable, "-m", "spacy_maral", "average", *cmd], capture_output=True, text=True, env=ENV, cwd=str(REPO))
+
+
+def assert_mean_of_two(out_dir, a_dir, b_dir, settings_dir) -> None:
+    """out_dir's head weight is the mean of a_dir's and b_dir's; its config.cfg is
+    settings_dir's (the input that gives the settings), the runtime section included."""
+    expected = (head_of(spacy.load(a_dir)).projection[0].weight + head_of(spacy.load(b_dir)).projection[0].weight) / 2
+    torch.testing.assert_close(head_of(spacy.load(out_dir)).projection[0].weight, expected, rtol=0, atol=1e-6)
+    assert (out_dir / "config.cfg").read_text(encoding="utf8") == (settings_dir / "config.cfg").read_text(encoding="utf8")
+
+
 def test_average_cli_writes_and_never_replaces_a_users_folder(two_checkpoints, tmp_path) -> None:
     a_dir, b_dir = two_checkpoints
-    cmd = [sys.executable, "-m", "spacy_maral", "average", str(a_dir), str(b_dir), "-o"]
+    cmd = [str(a_dir), str(b_dir), "-o"]
     out = tmp_path / "avg"
-    proc = subprocess.run(cmd + [str(out)], capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    proc = run_average(cmd + [str(out)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[2/2] loading" in proc.stdout
-    averaged = spacy.load(out)
-    expected = (head_of(spacy.load(a_dir)).projection[0].weight + head_of(spacy.load(b_dir)).projection[0].weight) / 2
-    torch.testing.assert_close(head_of(averaged).projection[0].weight, expected, rtol=0, atol=1e-6)
-    # the settings are the last input's, the runtime section included
-    assert (out / "config.cfg").read_text(encoding="utf8") == (b_dir / "config.cfg").read_text(encoding="utf8")
+    assert_mean_of_two(out, a_dir, b_dir, settings_dir=b_dir)  # the settings are the last input's
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me", encoding="utf8")
-    proc = subprocess.run(cmd + [str(mine)], capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    proc = run_average(cmd + [str(mine)])
     assert proc.returncode == 1 and "not empty" in proc.stdout
     assert (mine / "notes.txt").read_text(encoding="utf8") == "keep me"
-    proc = subprocess.run(cmd[:-2] + [str(tmp_path / "nothing"), "-o", str(tmp_path / "x")],
-                          capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    proc = run_average(cmd[:-2] + [str(tmp_path / "nothing"), "-o", str(tmp_path / "x")])
     assert proc.returncode == 1 and "nothing" in proc.stdout and "no config.cfg" in proc.stdout
 
 
 def test_average_cli_runs_of_a_summary_come_first(two_checkpoints, tmp_path) -> None:
     """--runs STUDENTS_JSON adds the listed runs before INPUTS (INPUTS' last gives the
-    settings); a summary that lists none leaves one input, copied (a soup that is off)."""
+    settings); a summary that lists none leaves one input, copied (a soup that is off);
+    a file that is not a summary is named."""
     import json
 
     a_dir, b_dir = two_checkpoints
     summary = tmp_path / "students.json"
     summary.write_text(json.dumps({"students": {"100": {"model": str(b_dir)}}}), encoding="utf8")
-    cmd = [sys.executable, "-m", "spacy_maral", "average", str(a_dir), "--runs", str(summary), "-o", str(tmp_path / "soup")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    cmd = [str(a_dir), "--runs", str(summary), "-o", str(tmp_path / "soup")]
+    proc = run_average(cmd)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 run(s) listed" in proc.stdout and "[2/2] loading" in proc.stdout
-    soup = spacy.load(tmp_path / "soup")
-    expected = (head_of(spacy.load(a_dir)).projection[0].weight + head_of(spacy.load(b_dir)).projection[0].weight) / 2
-    torch.testing.assert_close(head_of(soup).projection[0].weight, expected, rtol=0, atol=1e-6)
-    assert (tmp_path / "soup" / "config.cfg").read_text(encoding="utf8") == (a_dir / "config.cfg").read_text(encoding="utf8")
+    assert_mean_of_two(tmp_path / "soup", a_dir, b_dir, settings_dir=a_dir)  # INPUTS' last
     summary.write_text(json.dumps({"students": {}}), encoding="utf8")
     cmd[-1] = str(tmp_path / "alone")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    proc = run_average(cmd)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     alone = spacy.load(tmp_path / "alone")
     torch.testing.assert_close(head_of(alone).projection[0].weight, head_of(spacy.load(a_dir)).projection[0].weight, rtol=0, atol=0)
     assert predictions(alone, TEXTS) == predictions(spacy.load(a_dir), TEXTS)
+    summary.write_text("[]", encoding="utf8")
+    proc = run_average(cmd[:-1] + [str(tmp_path / "bad")])
+    assert proc.returncode == 1 and "students.json is not the summary of train-teachers" in " ".join(proc.stdout.split())
 
 
 def test_average_cli_runs_alone(two_checkpoints, tmp_path) -> None:
@@ -139,21 +148,13 @@ def test_average_cli_runs_alone(two_checkpoints, tmp_path) -> None:
     a_dir, b_dir = two_checkpoints
     summary = tmp_path / "students.json"
     summary.write_text(json.dumps({"students": {"100": {"model": str(b_dir)}, "0": {"model": str(a_dir)}}}), encoding="utf8")
-    cmd = [sys.executable, "-m", "spacy_maral", "average", "--runs", str(summary), "-o", str(tmp_path / "soup")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    proc = run_average(["--runs", str(summary), "-o", str(tmp_path / "soup")])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    soup = spacy.load(tmp_path / "soup")
-    expected = (head_of(spacy.load(a_dir)).projection[0].weight + head_of(spacy.load(b_dir)).projection[0].weight) / 2
-    torch.testing.assert_close(head_of(soup).projection[0].weight, expected, rtol=0, atol=1e-6)
-    assert (tmp_path / "soup" / "config.cfg").read_text(encoding="utf8") == (a_dir / "config.cfg").read_text(encoding="utf8")
+    assert_mean_of_two(tmp_path / "soup", a_dir, b_dir, settings_dir=a_dir)  # the last listed
     summary.write_text(json.dumps({"students": {}}), encoding="utf8")
-    cmd[-1] = str(tmp_path / "none")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    proc = run_average(["--runs", str(summary), "-o", str(tmp_path / "none")])
     assert proc.returncode == 1 and "no pipelines to average" in proc.stdout
     assert not (tmp_path / "none").exists()
-    summary.write_text("[]", encoding="utf8")
-    proc = subprocess.run(cmd[:-1] + [str(tmp_path / "bad")], capture_output=True, text=True, env=ENV, cwd=str(REPO))
-    assert proc.returncode == 1 and "students.json is not the summary of train-teachers" in " ".join(proc.stdout.split())
 
 
 def test_epoch_hook_writes_snapshots_every_n_steps(trained, tmp_path) -> None:
@@ -169,9 +170,8 @@ def test_epoch_hook_writes_snapshots_every_n_steps(trained, tmp_path) -> None:
         make_epoch_hook(snapshot_every=2)
     # the command averages the snapshots from a step on, then the inputs
     out = tmp_path / "avg"
-    cmd = [sys.executable, "-m", "spacy_maral", "average", "--snapshots", str(tmp_path / "snaps"), "--from-step", "3",
-           str(tmp_path / "snaps" / "step-000002"), "-o", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    proc = run_average(["--snapshots", str(tmp_path / "snaps"), "--from-step", "3",
+                        str(tmp_path / "snaps" / "step-000002"), "-o", str(out)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 snapshot(s)" in proc.stdout and "[2/2] loading" in proc.stdout
 

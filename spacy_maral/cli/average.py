@@ -33,11 +33,11 @@ def average_command(
         if snapshots is not None:
             found = snapshots_from(snapshots, from_step)
             msg.info(f"{len(found)} snapshot(s) of {snapshots} from step {from_step} on")
-            inputs = found + list(inputs)
+            inputs = found + inputs
         if runs is not None:
             listed = [Path(m) for m in summary_models(runs)]
             msg.info(f"{len(listed)} run(s) listed in {runs}")
-            inputs = listed + list(inputs)
+            inputs = listed + inputs
         if not inputs:
             raise ValueError("no pipelines to average: give INPUTS, or --runs or --snapshots that list some")
         for path in inputs:

@@ -5,10 +5,10 @@ stage-2 students of a model soup (`average`, spacy_maral.training.averaging).
 Each run is one `spacy train CONFIG --output OUTPUT/ROLE-sSEED --system.seed SEED`
 process (a student also writes its stage-2 log, diagnostics and checkpoint there), run
 under `spacy_maral measure` (its wall time and peak memory in its timing.json), its
-console output in its train.log, side by side with spacy_maral.parallel.run_parallel. At most `jobs` run at once, and the machine's cores
-are shared between them (OMP_NUM_THREADS): on a small machine several
-single-threaded trainings finish sooner than the same trainings one after another with
-all cores each. A run whose folder already holds its model and a timing.json of the
+console output in its train.log, side by side with spacy_maral.parallel.run_parallel.
+At most `jobs` run at once, and the machine's cores are shared between them
+(OMP_NUM_THREADS): on a small machine several single-threaded trainings finish sooner
+than the same trainings one after another with all cores each. A run whose folder already holds its model and a timing.json of the
 same `spacy train` arguments is kept, so a job that was stopped and started again
 trains only the missing ones; one trained with other settings is trained again.
 """
@@ -32,7 +32,7 @@ RUN_FILES: Dict[str, Dict[str, str]] = {
     "teacher": {},
     "student": {"--paths.log": "log.jsonl", "--paths.diagnostics": "diagnostics.jsonl", "--paths.checkpoint": "checkpoint"},
 }
-SHARED_FILES = ("--paths.log", "--paths.diagnostics", "--paths.checkpoint")  # would be one file for every run
+SHARED_FILES = tuple(RUN_FILES["student"])  # set for no teacher: one file for every teacher, refused
 
 
 def summary_name(role: str) -> str:
@@ -152,7 +152,7 @@ def run_command(config: Path, output_dir: Path, seed: int, overrides: Sequence[s
     """The command line that trains the run of `seed` (under `spacy_maral measure`): its
     output folder, its seed, its own files of RUN_FILES, then `overrides`."""
     folder = run_dir(output_dir, seed, role)
-    own = [arg for name, file in RUN_FILES[check_role(role)].items() for arg in (name, str(folder / file))]
+    own = [arg for name, file in RUN_FILES[role].items() for arg in (name, str(folder / file))]
     return ["python", "-m", "spacy_maral", "measure", str(folder / "timing.json"), "--",
             "python", "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", str(seed), *own, *overrides]
 
