@@ -7,6 +7,7 @@ import numpy
 import pytest
 import spacy
 import torch
+from thinc.api import Config
 
 from helpers import REPO, encoder_parameters, predictions
 from spacy_maral.ml.span_ner import get_span_head
@@ -24,7 +25,9 @@ def head_of(nlp):
 @pytest.fixture(scope="module")
 def two_checkpoints(trained_dir, tmp_path_factory):
     """The trained tiny pipeline (A) and a copy whose span head and one encoder layer were
-    moved by known amounts and whose class statistics differ (B)."""
+    moved by known amounts, whose class statistics differ and whose saved settings differ
+    (B: another training seed in its config.cfg), so a test can tell whose settings an
+    average kept."""
     work = tmp_path_factory.mktemp("average")
     nlp = spacy.load(trained_dir)
     generator = torch.Generator().manual_seed(1)
@@ -35,6 +38,10 @@ def two_checkpoints(trained_dir, tmp_path_factory):
         layer = next(p for name, p in encoder_parameters(nlp).items() if name.endswith("attention.self.query.weight"))
         layer.add_(1.0)
     nlp.to_disk(work / "b")
+    config = Config().from_disk(work / "b" / "config.cfg", interpolate=False)
+    config["training"]["seed"] = nlp.config["training"]["seed"] + 1
+    config.to_disk(work / "b" / "config.cfg")
+    assert (work / "b" / "config.cfg").read_text(encoding="utf8") != (trained_dir / "config.cfg").read_text(encoding="utf8")
     return trained_dir, work / "b"
 
 
