@@ -6,6 +6,7 @@ from typing import Dict, List, Tuple
 
 import numpy
 import pytest
+import spacy
 from spacy.tokens import Doc, DocBin
 from thinc.api import Adam, fix_random_seed
 
@@ -168,3 +169,26 @@ def test_pseudo_label_command_takes_ensemble_teachers(trained_dir, second_dir, t
     missing = CliRunner().invoke(app, ["pseudo-label", str(trained_dir), str(target), str(tmp_path / "x"), "--ensemble",
                                        str(tmp_path / "no-such-teacher")])
     assert missing.exit_code == 1 and "no-such-teacher" in missing.output
+
+
+def test_pseudo_label_command_loads_teachers_by_package_name(target, tmp_path, monkeypatch) -> None:
+    """A teacher and an ensemble member given as installed package names reach spacy.load
+    as names (a Path would make spaCy look for a directory of that name: E052)."""
+    from typer.testing import CliRunner
+
+    from spacy_maral.cli import app
+    from spacy_maral.pipeline import encoder_runtime
+
+    asked = []
+
+    def fake_load(model, precision="auto", **kwargs):
+        asked.append(model)
+        if len(asked) == 2:
+            raise OSError("stop here")
+        return spacy.blank("de")
+
+    monkeypatch.setattr(encoder_runtime, "load_pipeline", fake_load)
+    result = CliRunner().invoke(app, ["pseudo-label", "xx_maral_ner", str(target), str(tmp_path / "out"), "--ensemble", "xx_other_teacher"])
+    assert result.exit_code == 1 and "stop here" in result.output
+    assert asked == ["xx_maral_ner", "xx_other_teacher"]
+    assert all(isinstance(name, str) for name in asked)

@@ -9,7 +9,7 @@ from spacy_maral.cli._app import app, precision_option
 
 @app.command("pseudo-label")
 def pseudo_label_command(
-    teacher: Path = typer.Argument(..., help="Trained teacher pipeline (directory or package name)."),
+    teacher: str = typer.Argument(..., help="Trained teacher pipeline (directory or installed package name)."),
     input_path: Path = typer.Argument(..., help="Target corpus: .spacy file or directory, a CoNLL-style file (.conll, .iob, .tsv...), or text with one sentence a line."),
     output_dir: Path = typer.Argument(..., help="Directory for the pseudo-labelled shards."),
     batch_size: int = typer.Option(32, "--batch-size", "-b", min=1, help="Sentences per teacher batch."),
@@ -21,7 +21,7 @@ def pseudo_label_command(
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the target text with this language's rules (spacy_maral.tokenizer.v1), e.g. de; default: the teacher's tokenizer."),
     gold_tokens: bool = typer.Option(False, "--gold-tokens", help="Keep the tokens of a .spacy or CoNLL corpus instead of tokenizing its raw text."),
     inference_tau: Optional[float] = typer.Option(None, "--inference-tau", help="Override the teacher's inference_tau (source prior weight in the decision rule); choose it on the source dev set."),
-    ensemble: List[Path] = typer.Option([], "--ensemble", help="Another teacher (repeat for more): the soft labels come from the mean of all teachers' span probabilities, decoded once. Every teacher needs the same labels and max_width; the first one's tokenizer reads the corpus."),
+    ensemble: List[str] = typer.Option([], "--ensemble", help="Another teacher, a directory or installed package name (repeat for more): the soft labels come from the mean of all teachers' span probabilities, decoded once. Every teacher needs the same labels and max_width; the first one's tokenizer reads the corpus."),
     ensemble_from: Optional[Path] = typer.Option(None, "--ensemble-from", help="The teachers.json of `train-teachers`: its teachers join the ensemble (none listed: the teacher alone)."),
     engine: str = typer.Option("local", "--engine", help="local: label in this process; ray: on Ray actors (pip install 'spacy-maral[ray]'), shard by shard, bit-identical output."),
     address: Optional[str] = typer.Option(None, "--address", help="ray: the cluster to join ('auto': the one `ray start` runs here); default: start a local Ray instance for this run."),
@@ -59,7 +59,7 @@ def pseudo_label_command(
         if ensemble_from is not None:
             from spacy_maral.training.per_seed import summary_models
 
-            ensemble = [*ensemble, *(Path(m) for m in summary_models(ensemble_from))]
+            ensemble = [*ensemble, *(str(m) for m in summary_models(ensemble_from))]
         nlp = load_pipeline(teacher, precision=precision)
         if lang:
             set_tokenizer_lang(nlp, lang)
