@@ -21,6 +21,7 @@ from spacy.tokens import Doc, DocBin, Span, SpanGroup
 from thinc.api import Adam, Config
 
 from helpers import REPO, TRAIN_SENTENCES, make_examples, source_config
+from spacy_maral.corpora.target_text import iter_target_docs
 from spacy_maral.ml.span_ner import SpanScores
 from spacy_maral.ml.spans import count_spans, enumerate_spans
 from spacy_maral.pipeline.decoding import decode_doc
@@ -396,6 +397,11 @@ def test_pseudo_label_bad_input_names_the_file(teacher, tmp_path) -> None:
     jsonl.write_text('{"text": "Paris ."}\n', encoding="utf8")
     with pytest.raises(ValueError, match=r"corpus.jsonl: the target text must be plain text.*not .jsonl"):
         pseudo_label(teacher, jsonl, tmp_path / "out4", progress=False)
+    # a UTF-8 byte-order mark (Windows editors write one) is not part of the first word
+    bom = tmp_path / "bom.txt"
+    bom.write_bytes("\ufeffAngela Merkel besuchte Paris .\n".encode("utf8"))
+    first = next(iter_target_docs(bom, teacher))
+    assert first[0].text == "Angela" and first.text.startswith("Angela")
     # old-Mac line ends (a lone \r) end lines too, as in text mode
     mac = tmp_path / "mac.txt"
     mac.write_bytes(b"Paris .\rBerlin .\r\nBonn .\n")

@@ -39,6 +39,7 @@ from spacy.tokens import Doc, Span
 from spacy.vocab import Vocab
 
 from spacy_maral.corpora.detokenize import detokenized_spaces
+from spacy_maral.corpora.lines import decoded_lines
 from spacy_maral.corpora.report import ConversionError, ConversionStats, CorpusCounts, PathLike
 from spacy_maral.corpora.tags import SCHEMES, TaggedSentence, _normalise_scheme, _SchemeEvidence, _SpanDecoder
 
@@ -80,45 +81,6 @@ class _EndOfFile:
     """The end of the input, after `lines` lines."""
 
     lines: int
-
-
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-def _encoding_hint(raw: bytes, number: int) -> str:
-    """How to re-encode a file whose bytes are not UTF-8: UTF-16 (a UTF-16 byte-order
-    mark, or NUL bytes) or a single-byte encoding such as Latin-1."""
-    if (number == 1 and raw[:2] in (b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:
-        return "it looks like UTF-16: re-encode it as UTF-8, e.g. `iconv -f utf-16 -t utf-8`"
-    return "re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8`"
-
-
-def _decoded_lines(path: Path) -> Iterator[Tuple[int, str]]:
-    """Yield (1-based number, text without the line break) for each line of a UTF-8 file.
-
-    path: the file; a leading byte-order mark is dropped, and LF, CRLF and lone CR all
-    end a line.
-    """
-    number = 0
-    with open(path, "rb") as handle:
-        for raw in handle:
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                bad = raw[err.start]
-                raise ConversionError(
-                    path,
-                    number + 1,
-                    f"not valid UTF-8 (byte 0x{bad:02x} at byte {err.start + 1} of the line); {_encoding_hint(raw, number + 1)}",
-                ) from None
-            if number == 0 and text.startswith("\ufeff"):
-                text = text[1:]
-            lines = _LINE_BREAK.split(text)
-            if lines and lines[-1] == "":
-                lines.pop()
-            for line in lines:
-                number += 1
-                yield number, line
 
 
 def _split_fields(text: str) -> List[str]:
@@ -188,7 +150,7 @@ def _iter_sentences(path: Path, fmt: str) -> Iterator[Union[TaggedSentence, _Doc
     sentence = TaggedSentence()
     expected: Optional[Tuple[int, int]] = None
     number = 0
-    for number, text in _decoded_lines(path):
+    for number, text in decoded_lines(path):
         fields = _split_fields(text)
         is_comment = fmt == "multiconer" and _MULTICONER_COMMENT.match(text) is not None
         word = fields[0] if fields else ""
@@ -248,7 +210,7 @@ def detect_format(path: PathLike) -> str:
     token_lines: List[List[str]] = []
     seen = 0
     try:
-        for _, text in _decoded_lines(path):
+        for _, text in decoded_lines(path):
             fields = _split_fields(text)
             if not fields:
                 continue

@@ -1,7 +1,6 @@
 """The target-language text in the formats the commands take: plain text (one sentence
 a line), a CoNLL-style file (its tags, if any, kept for diagnostics) or `.spacy`
 (a file or a directory of shards), tokenized by a pipeline's tokenizer."""
-import re
 from pathlib import Path
 from typing import Iterator
 
@@ -10,10 +9,10 @@ from spacy.tokens import Doc
 
 from spacy_maral.corpora.conll import read_conll
 from spacy_maral.corpora.docbin import read_docs
+from spacy_maral.corpora.lines import decoded_lines
 
 # inputs that would otherwise be read as plain text, line by line, without a complaint
 NOT_PLAIN_TEXT = (".jsonl", ".json", ".parquet", ".gz", ".bz2", ".xz", ".zip")
-LINE_BREAK = re.compile(r"\r\n|\r|\n")
 CONLL_SUFFIXES = (".conll", ".conllu", ".iob", ".iob2", ".bio", ".bioes", ".tsv")
 
 
@@ -55,21 +54,10 @@ def _read_target_docs(path: Path, nlp: Language) -> Iterator[Doc]:
     if path.suffix.lower() in CONLL_SUFFIXES:
         yield from read_conll(path, vocab=nlp.vocab)
         return
-    line_no = 0
-    with path.open("rb") as f:  # bytes, so that a decoding error can name its line
-        for raw in f:
-            try:
-                decoded = raw.decode("utf8")
-            except UnicodeDecodeError as err:
-                raise ValueError(f"{path}, line {line_no + 1}: not valid UTF-8 ({err.reason} at byte {err.start})") from err
-            lines = LINE_BREAK.split(decoded)  # \n, \r\n and a lone \r end a line, as in text mode
-            if lines[-1] == "":
-                lines.pop()
-            for line in lines:
-                line_no += 1
-                text = line.strip()
-                if text:
-                    yield nlp.make_doc(text)
+    for _, line in decoded_lines(path):
+        text = line.strip()
+        if text:
+            yield nlp.make_doc(text)
 
 
 def retokenized(doc: Doc, nlp: Language) -> Doc:
