@@ -291,6 +291,26 @@ def test_calibrate_cli_stores_the_temperature(trained_dir, trained, tmp_path) ->
     assert find_maral_ner(spacy.load(trained_dir)).score_temperature == 1.0
 
 
+def test_calibrate_cli_in_place_keeps_a_users_other_files(trained_dir, trained, tmp_path) -> None:
+    import shutil
+
+    from spacy.tokens import DocBin
+
+    dev = tmp_path / "dev.spacy"
+    DocBin(docs=[eg.reference for eg in trained.examples]).to_disk(dev)
+    model = tmp_path / "model"
+    shutil.copytree(trained_dir, model)
+    (model / "NOTES.md").write_text("how this model was made", encoding="utf8")
+    (model / "metrics").mkdir()
+    (model / "metrics" / "dev.json").write_text("{}", encoding="utf8")
+    subprocess.run([sys.executable, "-m", "spacy_maral", "calibrate", str(model), str(dev), "--temperature", "1.7"],
+                   check=True, capture_output=True, text=True)
+    assert find_maral_ner(spacy.load(model)).score_temperature == pytest.approx(1.7)
+    assert (model / "NOTES.md").read_text(encoding="utf8") == "how this model was made"
+    assert (model / "metrics" / "dev.json").read_text(encoding="utf8") == "{}"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".model")]  # no temporary left
+
+
 def test_calibrate_cli_stores_a_given_temperature_and_reports_the_dev_set_at_it(trained_dir, trained, tmp_path) -> None:
     from spacy.tokens import DocBin
 

@@ -12,7 +12,7 @@ from spacy_maral.cli._app import app, precision_option
 def calibrate_command(
     model: Path = typer.Argument(..., help="Trained pipeline directory with a maral_ner component."),
     dev_path: Path = typer.Argument(..., help="Gold dev corpus (.spacy or CoNLL): a development language's dev set (the workflow's dev_lang) or the source language's; never a test set that a claim reads."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the calibrated pipeline (default: MODEL, replaced atomically)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the calibrated pipeline (default: MODEL, its pipeline files replaced atomically; other files in it are kept)."),
     report: Optional[Path] = typer.Option(None, "--report", help="JSON file with the temperature and the calibration before and after."),
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the dev text with this language's rules while fitting (default: the pipeline's tokenizer); the saved pipeline keeps its own."),
     limit: int = typer.Option(0, "--limit", help="Use the first N dev sentences (0 = all)."),
@@ -87,6 +87,8 @@ def calibrate_command(
     target = output if output is not None else model
     with (replace_owned_dir(target, "calibrate --output") if new_folder else replace_dir(target)) as tmp:
         nlp.to_disk(tmp)
+        if not new_folder:
+            _keep_other_files(Path(model), tmp)
     msg.good(f"score_temperature {temperature:.3f} stored in {target}")
     if report is not None:
         atomic_write_text(report, json.dumps({
@@ -95,3 +97,21 @@ def calibrate_command(
             "before": before, "after": after,
         }, indent=2))
         msg.good(f"report: {report}")
+
+
+def _keep_other_files(model: Path, new: Path) -> None:
+    """Copy into `new` what `model` holds that the saved pipeline does not (a user's notes,
+    metrics, a README), so that calibrating in place replaces only the pipeline's files.
+
+    model (Path): the pipeline folder being replaced.
+    new (Path): the folder the calibrated pipeline was written to.
+    """
+    import shutil
+
+    for entry in model.iterdir():
+        if (new / entry.name).exists():
+            continue
+        if entry.is_dir():
+            shutil.copytree(entry, new / entry.name, symlinks=True)
+        else:
+            shutil.copy2(entry, new / entry.name, follow_symlinks=False)
