@@ -431,3 +431,18 @@ def test_calibrate_cli_without_predicted_entities_keeps_temperature_one(trained_
     assert run.returncode == 0, run.stderr
     assert "nothing to calibrate" in " ".join(run.stdout.split())
     assert find_maral_ner(spacy.load(out)).score_temperature == 1.0
+
+
+def test_evaluate_model_specs_names_and_refuses_two_of_one_name(tmp_path) -> None:
+    from spacy_maral.cli.evaluate import model_specs
+
+    (tmp_path / "lr=1e-4" / "model-best").mkdir(parents=True)
+    bare_with_equals = str(tmp_path / "lr=1e-4" / "model-best")
+    assert model_specs(["teacher=runs/t/model-best", "runs/s/model-last"]) == [
+        ("teacher", "runs/t/model-best"), ("model-last", "runs/s/model-last")]
+    assert model_specs(["best=runs/lr=1e-4/model-best"]) == [("best", "runs/lr=1e-4/model-best")]
+    assert model_specs(["runs/lr=1e-4/model-best"]) == [("model-best", "runs/lr=1e-4/model-best")]
+    assert model_specs([bare_with_equals]) == [("model-best", bare_with_equals)]
+    assert model_specs(["xx_maral_ner"]) == [("xx_maral_ner", "xx_maral_ner")]
+    with pytest.raises(ValueError, match="two pipelines are named 'model-best'.*runs/a/model-best, runs/b/model-best"):
+        model_specs(["runs/a/model-best", "runs/b/model-best"])

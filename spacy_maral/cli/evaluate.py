@@ -1,7 +1,7 @@
 """`python -m spacy_maral evaluate`: score pipelines side by side and draw predictions."""
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import typer
 
@@ -12,6 +12,30 @@ def per_sentence_path(output: Path) -> Path:
     """Where `evaluate -o OUTPUT` writes the per-sentence raw-text counts:
     OUTPUT with the suffix .per_sentence.json (metrics.json -> metrics.per_sentence.json)."""
     return output.with_suffix(".per_sentence.json")
+
+
+def model_specs(models: List[str]) -> List[Tuple[str, str]]:
+    """The (name, pipeline) of each MODELS argument: NAME=PATH, or a bare PATH named by its
+    last folder. A spec that is an existing path, or whose part before the first "=" holds
+    a path separator, is a bare path (runs/lr=1e-4/model-best); the pipeline after the
+    first "=" may hold more (best=runs/lr=1e-4/model-best).
+
+    models (List[str]): the command's MODELS arguments.
+    RETURNS (List[Tuple[str, str]]): one (name, pipeline) per argument, in order.
+    RAISES (ValueError): two pipelines with one name (the later would hide the first).
+    """
+    specs: List[Tuple[str, str]] = []
+    for spec in models:
+        name, _, path = spec.partition("=")
+        if not path or not name or Path(spec).exists() or "/" in name or "\\" in name:
+            name, path = Path(spec).name, spec
+        specs.append((name, path))
+    names = [name for name, _ in specs]
+    for name in names:
+        if names.count(name) > 1:
+            paths = ", ".join(path for other, path in specs if other == name)
+            raise ValueError(f"two pipelines are named {name!r} ({paths}): name them NAME=PATH")
+    return specs
 
 
 @app.command("evaluate")
@@ -57,8 +81,11 @@ def evaluate_command(
     results = {}
     nlp = None
     try:
-        for spec in models:
-            name, _, path = spec.rpartition("=") if "=" in spec else (Path(spec).name, "", spec)
+        specs = model_specs(models)
+    except ValueError as err:
+        msg.fail(f"evaluate: {err}", exits=1)
+    try:
+        for name, path in specs:
             nlp = load_pipeline(path, precision=precision)
             if lang:
                 set_tokenizer_lang(nlp, lang)
