@@ -5,9 +5,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import IO, List, Optional, Sequence, Tuple
 
 from wasabi import msg
+
+
+def cpu_share(workers: int) -> int:
+    """The CPU threads each of `workers` processes side by side gets: the machine's cores
+    divided among them, at least 1 (what run_parallel, train-teachers/train-students and
+    the local engine's worker processes use).
+
+    workers (int): how many processes run at once.
+    RETURNS (int): threads per process.
+    """
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
 def run_parallel(
@@ -28,7 +39,7 @@ def run_parallel(
     append (str): arguments added to the end of every command (split with shlex), e.g.
         the overrides several trainings share, written once.
     threads (Optional[int]): OMP_NUM_THREADS and MKL_NUM_THREADS of every command; None:
-        1 when jobs > 1, else the environment's.
+        cpu_share(jobs) when jobs > 1, else the environment's.
     logs (Optional[Sequence[Path]]): the log file of each command instead (log_dir unused).
     status_every_s (float): every so many seconds, print the last line of each running
         command's log (0: only when one starts and ends).
@@ -41,13 +52,13 @@ def run_parallel(
         log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     if threads is None and jobs > 1:
-        threads = 1
+        threads = cpu_share(jobs)
     if threads is not None:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     if append:
         commands = [f"{command} {append}" for command in commands]
     pending = list(enumerate(commands))
-    running: List[Tuple[int, str, subprocess.Popen, Path, float]] = []
+    running: List[Tuple[int, str, subprocess.Popen, Path, float, IO[str]]] = []
     failed: List[str] = []
     last_status = time.time()
     while pending or running:
@@ -60,17 +71,23 @@ def run_parallel(
             log.parent.mkdir(parents=True, exist_ok=True)
             handle = log.open("w", encoding="utf8")
             msg.info(f"[{i}] started: {command}  (log: {log})")
-            running.append((i, command, subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, env=env), log, time.time()))
+            try:
+                proc = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, env=env)
+            except OSError:
+                handle.close()
+                raise
+            running.append((i, command, proc, log, time.time(), handle))
         time.sleep(1.0)
         if status_every_s and running and time.time() - last_status >= status_every_s:
             last_status = time.time()
-            for i, _, _, log, started in running:
+            for i, _, _, log, started, _ in running:
                 msg.text(f"[{i}] {(time.time() - started) / 60:.1f} min: {_last_line(log)}")
         for item in list(running):
-            i, command, proc, log, started = item
+            i, command, proc, log, started, handle = item
             if proc.poll() is None:
                 continue
             running.remove(item)
+            handle.close()
             minutes = (time.time() - started) / 60
             if proc.returncode == 0:
                 msg.good(f"[{i}] finished in {minutes:.1f} min: {command}")

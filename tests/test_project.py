@@ -333,6 +333,18 @@ def test_parallel_threads_log_files_and_status_lines(tmp_path, capsys) -> None:
         run_parallel([show, show], logs=logs[:1])
 
 
+def test_parallel_shares_the_cores(tmp_path, monkeypatch) -> None:
+    """Without threads, jobs side by side share the cores equally (cpu_share, also what
+    train-teachers and the local engine use)."""
+    from spacy_maral import parallel
+
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 16)
+    assert parallel.cpu_share(2) == 8 and parallel.cpu_share(3) == 5 and parallel.cpu_share(32) == 1
+    show = "python -c 'import os; print(os.environ[\"OMP_NUM_THREADS\"])'"
+    assert parallel.run_parallel([show, show, show], jobs=2, log_dir=tmp_path) == []
+    assert sorted(p.read_text().strip() for p in tmp_path.glob("*.log")) == ["8", "8", "8"]
+
+
 def test_project_assets_are_checksummed_public_conll_files() -> None:
     """Every asset has a URL and an md5 checksum, and lands where data_dir=assets expects it."""
     from weasel.util import load_project_config

@@ -74,13 +74,13 @@ def benchmark_report_command(
 @app.command("parallel")
 def parallel_command(
     commands: List[str] = typer.Argument(..., help="Commands, one quoted string each (a leading python means this interpreter)."),
-    jobs: int = typer.Option(2, "--jobs", "-j", help="How many run at once; with more than 1, each gets one CPU thread."),
+    jobs: int = typer.Option(2, "--jobs", "-j", help="How many run at once; with more than 1, each gets an equal share of the CPU cores."),
     log_dir: Path = typer.Option(Path("logs"), "--log-dir", help="Each command's output goes to LOG_DIR/<n>.log."),
     append: str = typer.Option("", "--append", help="Arguments added to the end of every command (one quoted string), e.g. the overrides that several trainings share."),
 ) -> None:
     """Run independent commands side by side (e.g. two trainings on a 2-core CPU, where
-    two 1-thread runs beat two 2-thread runs one after the other). Stops with the
-    first failure's exit code once all have ended, and prints the tail of its log."""
+    two 1-thread runs beat two 2-thread runs one after the other). Once all have ended,
+    exits with 1 if any failed, having printed the tail of each failed one's log."""
     from spacy_maral.parallel import run_parallel
 
     failed = run_parallel(commands, jobs=jobs, log_dir=log_dir, append=append)

@@ -13,13 +13,12 @@ same `spacy train` arguments is kept, so a job that was stopped and started agai
 trains only the missing ones; one trained with other settings is trained again.
 """
 import json
-import os
 import shlex
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
 from spacy_maral.fileio import atomic_write_text
-from spacy_maral.parallel import run_parallel
+from spacy_maral.parallel import cpu_share, run_parallel
 
 # the roles, and the model of each run that is used: a teacher is selected on the source
 # dev set (model-best); a student is taken at its last step (docs/protocol.md, rule 2)
@@ -112,7 +111,7 @@ def train_per_seed(
         elif (run_dir(output_dir, seed, role) / "timing.json").is_file():
             report(f"{role}-s{seed}: trained earlier with other settings; training it again")
     at_once = min(jobs or len(todo), len(todo)) if todo else 1
-    threads = max(1, (os.cpu_count() or 1) // at_once)
+    threads = cpu_share(at_once)
     for seed in todo:
         (run_dir(output_dir, seed, role) / "timing.json").unlink(missing_ok=True)  # written again when it succeeds
     commands = [shlex.join(run_command(config, output_dir, seed, overrides, role)) for seed in todo]

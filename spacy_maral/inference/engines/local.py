@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import Any, Dict, Iterable, Iterator, Optional, Sequence, Tuple
 
 from spacy_maral.inference.engines.base import Item, PipelineWorker, Task, WorkerSpec
+from spacy_maral.parallel import cpu_share
 
 
 class InProcessEngine:
@@ -82,7 +83,7 @@ class ProcessEngine:
     def __init__(self, spec: WorkerSpec, n_process: int, in_flight_per_worker: int = 2) -> None:
         if n_process < 2:
             raise ValueError("ProcessEngine needs n_process >= 2 (use InProcessEngine for one)")
-        threads = spec.threads or max(1, (os.cpu_count() or 1) // n_process)
+        threads = spec.threads or cpu_share(n_process)
         self.spec = WorkerSpec(**{**asdict(spec), "threads": threads})
         self.n_process = n_process
         self.in_flight = max(1, in_flight_per_worker) * n_process
