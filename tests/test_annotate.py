@@ -281,6 +281,24 @@ def test_rerun_keeps_partitions_and_refuses_other_settings(ruler_dir, tmp_path) 
         run_annotate(ruler_dir, corpus, out, partition_size=10)
 
 
+def test_rerun_refuses_a_model_changed_in_place(ruler_dir, tmp_path) -> None:
+    """A model retrained or recalibrated into the same folder is another model: its
+    partitions are not mixed with the old one's."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(ruler_dir, model)
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)
+    out = tmp_path / "out"
+    run_annotate(model, corpus, out, partition_size=10)
+    assert run_annotate(model, corpus, out, partition_size=10).partitions_kept == 4  # unchanged: resumed
+    nlp = spacy.load(model)
+    nlp.get_pipe("entity_ruler").add_patterns([{"label": "LOC", "pattern": "Bonn"}])
+    nlp.to_disk(model)
+    with pytest.raises(ValueError, match="another annotate run.*model_files"):
+        run_annotate(model, corpus, out, partition_size=10)
+
+
 @pytest.mark.slow
 def test_bad_lines_are_reported_and_do_not_stop_the_run(ruler_dir, tmp_path) -> None:
     corpus = tmp_path / "corpus.jsonl"

@@ -27,6 +27,29 @@ def model_id(model: Any) -> str:
     return str(path.resolve()) if path.exists() else str(model)
 
 
+def model_files(model: Any) -> str:
+    """SHA-256 of a model's files as they are now (each file's path within the model, size
+    and modification time), so that a model changed in place (retrained, or calibrated
+    into the same folder) is another model for a manifest.
+
+    model (Any): a pipeline directory, or an installed package name (its package folder).
+    RETURNS (str): the digest ("" for a name that is neither: nothing to fingerprint).
+    """
+    path = Path(str(model))
+    if not path.exists():
+        import spacy.util
+
+        try:
+            path = spacy.util.get_package_path(str(model))
+        except Exception:  # not installed: the model's own loading error comes later
+            return ""
+    digest = hashlib.sha256()
+    for item in sorted(p for p in path.rglob("*") if p.is_file()):
+        stat = item.stat()
+        digest.update(f"{item.relative_to(path).as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf8"))
+    return digest.hexdigest()
+
+
 def manifest_digest(manifest: Dict[str, Any]) -> str:
     """SHA-256 of a manifest (its JSON with sorted keys): stored with every partition or
     shard, so that a kept piece is one of this run's (same input and settings).

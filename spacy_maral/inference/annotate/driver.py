@@ -44,7 +44,7 @@ from spacy_maral.inference.annotate.output import ERRORS, PARTITIONS, SUMMARY, m
 from spacy_maral.inference.annotate.plan import FileIndex, index_file, plan_partitions
 from spacy_maral.inference.annotate.task import annotate_partition
 from spacy_maral.inference.lock import folder_lock
-from spacy_maral.inference.runner import manifest_digest, model_id, open_output
+from spacy_maral.inference.runner import manifest_digest, model_files, model_id, open_output
 from spacy_maral.util import logger
 
 EXIT_BAD_LINES = 3
@@ -122,6 +122,7 @@ def annotate(
             for f, (size, mtime_ns) in ((f, f.stat()) for f in files)
         ],
         "partition_size": partition_size, "model": model_id(engine.spec.model),
+        "model_files": model_files(engine.spec.model),  # a model changed in place is another model
         "text_field": text_field, "id_field": id_field, "scores_key": scores_key,
         "precision": getattr(engine.spec, "precision", "auto"),
     }
