@@ -5,7 +5,7 @@ spacy_maral.training.stage2.refinement (anchors, guidance, EMA, neighbour index)
 hand-computed cases. No model, no encoder: every test runs in milliseconds.
 """
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy
 import pytest
@@ -682,6 +682,37 @@ def test_end_epoch_recomputes_state_and_selects_anchors(tmp_path: Path) -> None:
 
     lines = diag.read_text(encoding="utf8").splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["epoch_completed"] == 1
+
+
+def _one_epoch(adapter: Adapter, store: SoftLabelStore, seed: int) -> Dict:
+    """Feed every target doc once (random logits and vectors) and end the epoch."""
+    rng = numpy.random.default_rng(seed)
+    for doc in range(store.n_docs):
+        rows = store.rows([doc])
+        adapter.after_step(
+            rows, rng.normal(size=(rows.shape[0], 4)).astype(numpy.float32), unit(rng, rows.shape[0], 5),
+            unit(rng, 3, 5), numpy.array([0, 1, 2]),
+        )
+    return adapter.end_epoch(class_cosines=numpy.eye(4), classes=CLASSES)
+
+
+def test_diagnostics_hold_this_runs_epochs_only(tmp_path: Path) -> None:
+    """A new run in a folder replaces the old run's diagnostics; a run resumed from its
+    saved state writes each epoch once."""
+    import json
+
+    diag = tmp_path / "diagnostics.jsonl"
+    diag.write_text('{"epoch_completed": 1, "run": "old"}\n{"epoch_completed": 2, "run": "old"}\n', encoding="utf8")
+    adapter, store = small_adapter(anchor_start=2, diagnostics_path=str(diag))
+    _one_epoch(adapter, store, 0)
+    assert [json.loads(line)["epoch_completed"] for line in diag.read_text(encoding="utf8").splitlines()] == [1]
+    adapter.save(tmp_path / "state")
+    _one_epoch(adapter, store, 1)  # epoch 2, then the run is killed and resumed from epoch 1's state
+    resumed = Adapter(AdaptationSettings(knn_k=3, n_epochs=4, anchor_start=2, diagnostics_path=str(diag)))
+    resumed.load(tmp_path / "state")
+    _one_epoch(resumed, resumed.require_store(), 1)
+    records = [json.loads(line) for line in diag.read_text(encoding="utf8").splitlines()]
+    assert [r["epoch_completed"] for r in records] == [1, 2] and all("run" not in r for r in records)
 
 
 def test_adapter_save_load_round_trip(tmp_path: Path) -> None:

@@ -51,7 +51,8 @@ class AdaptationSettings:
     max_index_size: cap on the neighbour index size.
     gmm_threshold: posterior threshold of the anchor mixture.
     seed: random seed (GMM fits, O downsampling).
-    diagnostics_path: JSON Lines file that receives one record per epoch (or null).
+    diagnostics_path: JSON Lines file of one record per epoch of this run, rewritten at
+        each epoch end (or null).
     """
 
     tau_u: float = 0.1
@@ -363,10 +364,11 @@ class Adapter:
     def _write_diagnostics(self, record: Dict[str, Any]) -> None:
         logger.info("maral adaptation, epoch %d: %s", record["epoch_completed"], json.dumps(record.get("pseudo_label_prf", {})))
         if self.settings.diagnostics_path:
-            path = Path(self.settings.diagnostics_path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf8") as f:
-                f.write(json.dumps(record) + "\n")
+            # the whole history, rewritten atomically: the file holds this run's epochs
+            # only (an earlier run's in the same folder are replaced, and a run resumed
+            # from a checkpoint has its epochs up to it once)
+            lines = "".join(json.dumps(item) + "\n" for item in self.history)
+            atomic_write_text(Path(self.settings.diagnostics_path), lines)
 
     # --------------------------------------------------------- persistence
     def save(self, directory: Path) -> None:
