@@ -3,8 +3,8 @@
 A run owns an output folder. `open_output` checks that the folder is this run's
 (`_manifest.json`: what its outputs are made from) and removes the temporaries a killed
 run left; `run_partitions` then walks the input's partitions in order, keeps those
-already finished, and has an engine's workers process the others, writing each result
-as it comes back. Every output file is written atomically (spacy_maral.fileio), so a
+already finished, and has an engine's workers process the others, each result written
+as it comes back (by this process, or by the worker itself). Every output file is written atomically (spacy_maral.fileio), so a
 killed run loses at most the partitions in flight, and the same command started again
 ends with exactly the output of an uninterrupted run.
 """
@@ -165,38 +165,46 @@ def run_partitions(
     task: Task,
     partitions: Iterable[P],
     *,
-    finished: Callable[[P], Optional[Dict[str, Any]]],
-    prepare: Callable[[P], Any],
-    write: Callable[[P, Optional[Dict[str, Any]]], Dict[str, Any]],
     on_done: Callable[[P, Dict[str, Any], bool], None],
+    finished: Optional[Callable[[P], Optional[Dict[str, Any]]]] = None,
+    prepare: Optional[Callable[[P], Any]] = None,
+    write: Optional[Callable[[P, Optional[Dict[str, Any]]], Dict[str, Any]]] = None,
     **task_settings: Any,
 ) -> None:
     """Process the partitions that are not finished yet, in input order, with `engine`.
 
+    A partition is kept or written either here, by this process (pseudo-label: the
+    driver holds the output), or by the worker itself (annotate: each worker reads its
+    own lines and writes its own file, on a cluster too); then `finished`, `prepare` and
+    `write` are left out, the payload is the partition and the task's result is its
+    metadata.
+
     engine: an entered engine (spacy_maral.inference.engines): its `map` runs `task`.
     task (Task): the workers' function, task(nlp, payload, **task_settings).
     partitions (Iterable[P]): the input's partitions, read lazily.
-    finished (Callable): the metadata of a partition already on disk and complete, or
-        None (it is processed again).
-    prepare (Callable): the payload for a worker; None when there is nothing for a worker
-        to do (write is then called with None).
-    write (Callable): writes a partition's result (atomically); returns its metadata.
     on_done (Callable): called with (partition, metadata, kept) for each partition, kept
         ones as they are found, written ones as they are written (not in input order).
+        With the worker deciding, `kept` is False and the metadata says.
+    finished (Optional[Callable]): the metadata of a partition already on disk and
+        complete, or None (it is processed again). None: the worker checks.
+    prepare (Optional[Callable]): the payload for a worker; None when there is nothing
+        for a worker to do (write is then called with None). None: the partition itself.
+    write (Optional[Callable]): writes a partition's result (atomically); returns its
+        metadata. None: the worker wrote it, and its result is the metadata.
     task_settings: passed on to `task`.
     """
 
     def pending() -> Iterator[Tuple[P, Any]]:
         for part in partitions:
-            meta = finished(part)
+            meta = finished(part) if finished is not None else None
             if meta is not None:
                 on_done(part, meta, True)
                 continue
-            payload = prepare(part)
+            payload = prepare(part) if prepare is not None else part
             if payload is None:
-                on_done(part, write(part, None), False)
+                on_done(part, write(part, None) if write is not None else {}, False)
                 continue
             yield part, payload
 
     for part, result in engine.map(task, pending(), **task_settings):
-        on_done(part, write(part, result), False)
+        on_done(part, write(part, result) if write is not None else result, False)

@@ -44,7 +44,7 @@ from spacy_maral.inference.annotate.output import ERRORS, PARTITIONS, SUMMARY, m
 from spacy_maral.inference.annotate.plan import FileIndex, index_file, plan_partitions
 from spacy_maral.inference.annotate.task import annotate_partition
 from spacy_maral.inference.lock import folder_lock
-from spacy_maral.inference.runner import manifest_digest, model_files, model_id, open_output
+from spacy_maral.inference.runner import manifest_digest, model_files, model_id, open_output, run_partitions
 from spacy_maral.util import logger
 
 EXIT_BAD_LINES = 3
@@ -147,9 +147,11 @@ def _annotate_owned(
                     id_field=id_field, batch_size=batch_size, scores_key=scores_key, sort_buffer=sort_buffer)
     bar = tqdm(desc="annotating", unit="line", disable=not progress)
     try:
-        for _, result in engine.map(annotate_partition, ((plan.index, plan) for plan in plans), **settings):
+        def done(plan: Any, result: Dict[str, Any], _kept: bool) -> None:  # the worker kept or wrote it
             _add(stats, result, output_dir)
             bar.update(result["meta"]["lines"])
+
+        run_partitions(engine, annotate_partition, plans, on_done=done, **settings)
     finally:
         bar.close()
     stats.seconds = round(time.perf_counter() - start_time, 2)
