@@ -3,9 +3,10 @@
 #                  and run the whole test suite (tests/ and benchmarks/tests/)
 #   make test-fast the suite without the tests marked slow (under 3 minutes)
 #   make all       set up, then `spacy project run all` in project/: build the offline
-#                  encoder, convert the sample corpus, train the teacher (stage 1),
-#                  pseudo-label the target text, adapt (stage 2), evaluate, package and
-#                  install xx_maral_ner (8 min 20 s on 2 CPU cores with bf16 and one teacher). VARS="--vars.x y"
+#                  encoder, convert the sample corpus, train the teacher (stage 1) and
+#                  the ensemble's teachers, calibrate, pseudo-label the target text,
+#                  adapt (stage 2), soup and calibrate the student, guard, evaluate,
+#                  package and install xx_maral_ner (timings: README, "Run times"). VARS="--vars.x y"
 #   make conll     the same workflow on CoNLL data: DATA=folder with LANG/{train,dev,test}.conll
 #   make benchmark the benchmark project (benchmarks/project.yml) on CoNLL data
 SHELL := /bin/bash
