@@ -20,8 +20,8 @@ def predict_command(
     from itertools import islice
 
     from spacy_maral.corpora.target_text import iter_target_docs
-    from spacy_maral.evaluation.report import maral_spans_key, span_scores
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
 
     try:
         nlp = load_pipeline(model, precision=precision)
@@ -35,13 +35,11 @@ def predict_command(
         except ValueError as err:  # not a readable corpus: the reader names the file (and line)
             typer.secho(f"predict: {err}", fg=typer.colors.RED, err=True)
             raise typer.Exit(code=1) from err
-    key = maral_spans_key(nlp)
+    key = scores_key(nlp)
     typer.echo(f"spacy.load({model!r}): pipes {nlp.pipe_names}")
     for doc in nlp.pipe(sentences):
         typer.echo(doc.text)
-        scores = span_scores(doc, key)
-        for ent in doc.ents:
-            score = scores.get((ent.start, ent.end, ent.label_))
+        for ent, score in zip(doc.ents, entity_scores(doc, key)):
             typer.echo(f"    {ent.text:<30} {ent.label_:<6} {'' if score is None else f'{float(score):.3f}'}")
         if not doc.ents:
             typer.echo("    (no entities)")

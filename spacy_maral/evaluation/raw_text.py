@@ -20,7 +20,7 @@ from spacy.tokens import Doc
 
 from spacy_maral.corpora.detokenize import detokenize
 from spacy_maral.evaluation.calibration import reliability
-from spacy_maral.evaluation.report import maral_spans_key, span_scores
+from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
 
 CharSpan = Tuple[int, int, str]
 
@@ -146,17 +146,15 @@ def evaluate_raw_text(
         calibration.reliability).
     """
     sentences = raw_sentences(docs)
-    spans_key = maral_spans_key(nlp)
+    spans_key = scores_key(nlp)
     predicted: List[List[CharSpan]] = []
     scores: List[float] = []
     correct: List[bool] = []
     for sentence, doc in zip(sentences, nlp.pipe([s.text for s in sentences], batch_size=batch_size)):
         ents = [(e.start_char, e.end_char, e.label_) for e in doc.ents]
         predicted.append(ents)
-        scored = span_scores(doc, spans_key)
         gold = set(sentence.gold)
-        for ent, span in zip(doc.ents, ents):
-            score = scored.get((ent.start, ent.end, ent.label_))
+        for span, score in zip(ents, entity_scores(doc, spans_key)):
             if score is not None:
                 scores.append(score)
                 correct.append(span in gold)

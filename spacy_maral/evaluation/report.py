@@ -5,7 +5,7 @@ confidence scores. `render_predictions` draws the entities of any pipeline, each
 labelled with its probability from `doc.spans[spans_key].attrs["scores"]`.
 """
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence
 
 from spacy import displacy
 from spacy.language import Language
@@ -15,6 +15,7 @@ from wasabi import table
 
 from spacy_maral.corpora.docbin import bare_copy
 from spacy_maral.fileio import atomic_write_text
+from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
 
 # displaCy's default entity colours, extended with fallbacks for other labels
 _COLOURS = {"PER": "#aa9cfc", "ORG": "#7aecec", "LOC": "#ff9561", "MISC": "#e4e7d2"}
@@ -69,19 +70,6 @@ def format_quality_table(results: Dict[str, Dict[str, object]]) -> str:
     return table(rows, header=header, divider=True, aligns=["l"] + ["r"] * (len(header) - 1)).strip("\n")
 
 
-def maral_spans_key(nlp: Language) -> Optional[str]:
-    """The SpanGroup key of the pipeline's maral_ner (None if it has none)."""
-    return next((p.spans_key for _, p in nlp.pipeline if hasattr(p, "spans_key")), None)
-
-
-def span_scores(doc: Doc, spans_key: Optional[str]) -> Dict[Tuple[int, int, str], float]:
-    """(start, end, label) -> probability of every span in doc.spans[spans_key]."""
-    if not spans_key or spans_key not in doc.spans:
-        return {}
-    group = doc.spans[spans_key]
-    return {(s.start, s.end, s.label_): float(p) for s, p in zip(group, group.attrs.get("scores", []))}
-
-
 def render_predictions(
     nlp: Language,
     texts: Iterable[str],
@@ -98,14 +86,12 @@ def render_predictions(
     RETURNS (str): the HTML page.
     """
     if spans_key is None:
-        spans_key = maral_spans_key(nlp)
+        spans_key = scores_key(nlp)
     pages: List[Dict[str, object]] = []
     colours: Dict[str, str] = {}
     for doc in nlp.pipe(texts):
-        scored = span_scores(doc, spans_key)
         ents = []
-        for ent in doc.ents:
-            score = scored.get((ent.start, ent.end, ent.label_))
+        for ent, score in zip(doc.ents, entity_scores(doc, spans_key)):
             label = ent.label_ if score is None else f"{ent.label_} {float(score):.2f}"
             colours[label] = _COLOURS.get(ent.label_) or _FALLBACK[hash(ent.label_) % len(_FALLBACK)]
             ents.append({"start": ent.start_char, "end": ent.end_char, "label": label})

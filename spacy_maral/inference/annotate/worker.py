@@ -8,6 +8,8 @@ from spacy.tokens import Doc
 
 from spacy_maral.inference.annotate.inputs import BadLine, Record
 from spacy_maral.inference.batching import pipe_length_sorted
+from spacy_maral.pipeline.entity_scores import entity_scores
+from spacy_maral.pipeline.entity_scores import scores_key as pipeline_scores_key
 from spacy_maral.pipeline.subwords import lost_words
 from spacy_maral.util import logger
 
@@ -21,15 +23,6 @@ OUTPUT_SCHEMA = pyarrow.schema(
 )
 
 
-def default_scores_key(nlp: Language) -> Optional[str]:
-    """The doc.spans key where the pipeline stores entity scores: the spans_key of its
-    first component that has one (maral_ner: "maral"), or None.
-
-    nlp (Language): the pipeline.
-    """
-    return next((p.spans_key for _, p in nlp.pipeline if isinstance(getattr(p, "spans_key", None), str)), None)
-
-
 def entity_rows(doc: Doc, scores_key: Optional[str]) -> Rows:
     """The entities of a processed Doc as (start, end, text, label, score) rows.
 
@@ -37,14 +30,9 @@ def entity_rows(doc: Doc, scores_key: Optional[str]) -> Rows:
     scores_key (Optional[str]): doc.spans key whose group has attrs["scores"] (one
         probability per span); an entity that is not in it gets score None.
     """
-    scores: Dict[Tuple[int, int, str], float] = {}
-    if scores_key and scores_key in doc.spans:
-        group = doc.spans[scores_key]
-        for span, score in zip(group, group.attrs.get("scores", [])):
-            scores[(span.start_char, span.end_char, span.label_)] = float(score)
     return [
-        (ent.start_char, ent.end_char, ent.text, ent.label_, scores.get((ent.start_char, ent.end_char, ent.label_)))
-        for ent in doc.ents
+        (ent.start_char, ent.end_char, ent.text, ent.label_, score)
+        for ent, score in zip(doc.ents, entity_scores(doc, scores_key))
     ]
 
 
@@ -99,13 +87,13 @@ def annotate_records(
     nlp (Language): the pipeline.
     records (Sequence[Record]): (id, text, file, line) of each document.
     batch_size (int): documents per nlp.pipe batch.
-    scores_key (Optional[str]): doc.spans key with the scores (None: default_scores_key).
+    scores_key (Optional[str]): doc.spans key with the scores (None: the pipeline's, spacy_maral.pipeline.entity_scores.scores_key).
     sort_buffer (int): documents sorted together (0 = the whole partition).
     RETURNS (Dict[str, Any]): "table" (pyarrow.Table), "documents", "entities",
         "bad_lines" (List[BadLine]) and "truncated" (List[BadLine]: the documents with
         words the encoder gave no subword, each with its id and number of such words).
     """
-    key = scores_key if scores_key is not None else default_scores_key(nlp)
+    key = scores_key if scores_key is not None else pipeline_scores_key(nlp)
     texts = [r[1] for r in records]
     bad: List[BadLine] = []
     try:

@@ -1,0 +1,34 @@
+"""Reading the entity scores a pipeline stores: maral_ner keeps each predicted entity's
+probability in `doc.spans[spans_key].attrs["scores"]`, one per span of that group.
+Every reader of scores (evaluate, calibrate's report, predict, the displaCy page,
+annotate, the Ray Data predictor) goes through these two functions.
+"""
+from typing import Dict, List, Optional, Tuple
+
+from spacy.language import Language
+from spacy.tokens import Doc
+
+
+def scores_key(nlp: Language) -> Optional[str]:
+    """The doc.spans key where the pipeline stores entity scores: the `spans_key` of its
+    first component that has one (maral_ner: "maral"), or None.
+
+    nlp (Language): the pipeline.
+    """
+    return next((p.spans_key for _, p in nlp.pipeline if isinstance(getattr(p, "spans_key", None), str)), None)
+
+
+def entity_scores(doc: Doc, key: Optional[str]) -> List[Optional[float]]:
+    """The score of each of `doc.ents`, in their order: the probability of the span of
+    `doc.spans[key]` with the same character offsets and label, or None for an entity
+    that group does not score (another component's entity, or no key).
+
+    doc (Doc): a processed Doc.
+    key (Optional[str]): the doc.spans key whose group has attrs["scores"].
+    """
+    scored: Dict[Tuple[int, int, str], float] = {}
+    if key and key in doc.spans:
+        group = doc.spans[key]
+        for span, score in zip(group, group.attrs.get("scores", [])):
+            scored[(span.start_char, span.end_char, span.label_)] = float(score)
+    return [scored.get((ent.start_char, ent.end_char, ent.label_)) for ent in doc.ents]
