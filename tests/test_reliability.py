@@ -315,6 +315,34 @@ def test_pseudo_label_refuses_a_meaningless_inference_tau(tmp_path, tau) -> None
     assert proc.returncode == 2 and "inference_tau must be a finite number >= 0" in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("command", [
+    ["annotate", "no_such_model", "{tmp}/missing.jsonl", "{tmp}/out"],
+    ["pseudo-label", "no_such_model", "{tmp}/missing.txt", "{tmp}/out"],
+    ["pseudo-label", "no_such_model", "{tmp}/corpus.jsonl", "{tmp}/out"],
+    ["guard", "no_such_model", "no_such_model", "{tmp}/dev.spacy", "{tmp}/t.txt", "--output", "{tmp}/g.json",
+     "--package-choice", "both"],
+    ["guard", "no_such_model", "no_such_model", "{tmp}/missing.spacy", "{tmp}/t.txt", "--output", "{tmp}/g.json"],
+])
+def test_bad_input_is_named_before_any_model_loads(tmp_path, command) -> None:
+    """A missing or refused input and a wrong --package-choice are reported at once: the
+    message names them, not the model that does not exist (which would load first)."""
+    from typer.testing import CliRunner
+
+    from spacy_maral.cli import app
+
+    (tmp_path / "dev.spacy").write_bytes(b"")
+    (tmp_path / "t.txt").write_text("Paris\n", encoding="utf8")
+    (tmp_path / "corpus.jsonl").write_text('{"text": "Paris"}\n', encoding="utf8")
+    args = [a.format(tmp=tmp_path) for a in command]
+    result = CliRunner().invoke(app, args)
+    output = result.output + str(result.stderr_bytes or b"", "utf8", "replace")
+    assert result.exit_code == 1, output
+    named = {"annotate": "missing.jsonl", "pseudo-label": Path(args[2]).name,
+             "guard": "both" if "both" in args else "missing.spacy"}[args[0]]
+    assert named in output and "no_such_model" not in output, output
+    assert not (tmp_path / "out").exists() and not (tmp_path / "g.json").exists()
+
+
 # ------------------------------------------------------ 6. predict --from-file with garbage
 @pytest.mark.slow
 def test_predict_from_a_garbage_file_is_a_clear_error(ruler_dir, tmp_path) -> None:

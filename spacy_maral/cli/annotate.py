@@ -37,12 +37,13 @@ def annotate_command(
     OUTPUT/_errors.jsonl, and make the exit status 3 when there are more than
     --max-bad-lines of them; status 1 is a failure (e.g. the model does not load).
     """
-    from spacy_maral.inference.annotate import ERRORS, EXIT_BAD_LINES, annotate
+    from spacy_maral.inference.annotate import ERRORS, EXIT_BAD_LINES, annotate, input_files
     from spacy_maral.inference.engines import make_engine
 
     if engine not in ("local", "ray"):
         raise typer.BadParameter(f"{engine!r}: use local or ray", param_hint="--engine")
     try:
+        input_files(input_path, input_format)  # a missing or empty input fails before the model loads
         workers = make_engine(
             engine, model, n_process=n_process, threads=threads, gpu_id=gpu_id, address=address,
             num_actors=num_actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=num_gpus_per_actor,

@@ -34,14 +34,20 @@ def guard_command(
 
     from thinc.api import require_gpu
 
-    from spacy_maral.corpora.target_text import iter_target_docs
-    from spacy_maral.evaluation.guard import GuardThresholds, check_student, choose
+    from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
+    from spacy_maral.evaluation.guard import GuardThresholds, check_package_choice, check_student, choose
     from spacy_maral.fileio import atomic_write_text
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
     from spacy_maral.util import cli_printer
 
     msg = cli_printer()
+    try:  # the arguments first, before minutes of loading and scoring
+        check_package_choice(package_choice)
+        check_target_path(dev_path)
+        check_target_path(target_text)
+    except ValueError as err:
+        msg.fail(f"guard: {err}", exits=1)
     if gpu_id >= 0:
         require_gpu(gpu_id)
     try:

@@ -40,6 +40,7 @@ def pseudo_label_command(
 
     from thinc.api import require_gpu
 
+    from spacy_maral.corpora.target_text import check_target_path
     from spacy_maral.inference.engines import make_engine
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
@@ -56,6 +57,7 @@ def pseudo_label_command(
     if gpu_id >= 0 and engine == "local":
         require_gpu(gpu_id)
     try:
+        check_target_path(input_path)  # before any teacher is loaded
         if ensemble_from is not None:
             from spacy_maral.training.per_seed import summary_models
 

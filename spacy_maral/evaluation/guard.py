@@ -176,14 +176,23 @@ def check_student(
     return report
 
 
+PACKAGE_CHOICES = ("auto", "student", "teacher")
+
+
+def check_package_choice(policy: str) -> None:
+    """Raise a ValueError for a package choice that is none of PACKAGE_CHOICES (before
+    any pipeline is loaded)."""
+    if policy not in PACKAGE_CHOICES:
+        raise ValueError(f"unknown package choice {policy!r}: use auto, student or teacher")
+
+
 def choose(report: GuardReport, policy: str = "auto") -> str:
     """Which pipeline to ship: "student" or "teacher".
 
     report (GuardReport): the check.
     policy (str): "auto" (the student if trusted, else the teacher), "student" or "teacher".
     """
-    if policy not in ("auto", "student", "teacher"):
-        raise ValueError(f"unknown package choice {policy!r}: use auto, student or teacher")
+    check_package_choice(policy)
     if policy != "auto":
         return policy
     return "student" if report.trusted else "teacher"
