@@ -49,3 +49,13 @@ def test_the_key_is_the_first_components_spans_key():
         Language.factory(name, func=lambda nlp, name, key=key: _Scored(key))
         nlp.add_pipe(name)
     assert scores_key(nlp) == "maral"
+
+
+def test_maral_ner_s_key_wins_over_a_span_ruler_before_it(tiny_encoder):
+    """spaCy's span_ruler keeps unscored spans under spans_key "ruler"; a pipeline with
+    one before maral_ner still reads maral_ner's scores."""
+    from helpers import build_nlp
+
+    nlp = build_nlp(tiny_encoder)
+    nlp.add_pipe("span_ruler", first=True)
+    assert scores_key(nlp) == "maral"

@@ -44,10 +44,13 @@ def guard_command(
     msg = cli_printer()
     try:  # the arguments first, before minutes of loading and scoring
         check_package_choice(package_choice)
-        check_target_path(dev_path)
-        check_target_path(target_text)
     except ValueError as err:
-        msg.fail(f"guard: {err}", exits=1)
+        raise typer.BadParameter(str(err), param_hint="--package-choice") from err
+    for name, path in (("DEV_PATH", dev_path), ("TARGET_TEXT", target_text)):
+        try:
+            check_target_path(path)
+        except ValueError as err:
+            msg.fail(f"guard: {name}: {err}", exits=1)
     if gpu_id >= 0:
         require_gpu(gpu_id)
     try:

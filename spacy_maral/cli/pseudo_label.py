@@ -54,10 +54,14 @@ def pseudo_label_command(
             check_inference_tau(inference_tau)
         except ValueError as err:
             raise typer.BadParameter(str(err), param_hint="--inference-tau") from err
+    try:
+        check_target_path(input_path)  # before the GPU starts and any teacher is loaded
+    except ValueError as err:
+        typer.secho(f"pseudo-label failed: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1) from err
     if gpu_id >= 0 and engine == "local":
         require_gpu(gpu_id)
     try:
-        check_target_path(input_path)  # before any teacher is loaded
         if ensemble_from is not None:
             from spacy_maral.training.per_seed import summary_models
 

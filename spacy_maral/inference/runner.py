@@ -184,7 +184,7 @@ def run_partitions(
     partitions (Iterable[P]): the input's partitions, read lazily.
     on_done (Callable): called with (partition, metadata, kept) for each partition, kept
         ones as they are found, written ones as they are written (not in input order).
-        With the worker deciding, `kept` is False and the metadata says.
+        With the worker deciding, `kept` is its result's "kept".
     finished (Optional[Callable]): the metadata of a partition already on disk and
         complete, or None (it is processed again). None: the worker checks.
     prepare (Optional[Callable]): the payload for a worker; None when there is nothing
@@ -194,6 +194,13 @@ def run_partitions(
     task_settings: passed on to `task`.
     """
 
+    hooks = (finished, prepare, write)
+    if any(h is None for h in hooks) and any(h is not None for h in hooks):
+        raise TypeError(
+            "run_partitions: give finished, prepare and write together (this process keeps and writes) "
+            "or none of them (the worker does)"
+        )
+
     def pending() -> Iterator[Tuple[P, Any]]:
         for part in partitions:
             meta = finished(part) if finished is not None else None
@@ -201,10 +208,13 @@ def run_partitions(
                 on_done(part, meta, True)
                 continue
             payload = prepare(part) if prepare is not None else part
-            if payload is None:
-                on_done(part, write(part, None) if write is not None else {}, False)
+            if payload is None and write is not None:
+                on_done(part, write(part, None), False)
                 continue
             yield part, payload
 
     for part, result in engine.map(task, pending(), **task_settings):
-        on_done(part, write(part, result) if write is not None else result, False)
+        if write is not None:
+            on_done(part, write(part, result), False)
+        else:
+            on_done(part, result, bool(result.get("kept", False)))

@@ -11,11 +11,17 @@ from spacy.tokens import Doc
 
 def scores_key(nlp: Language) -> Optional[str]:
     """The doc.spans key where the pipeline stores entity scores: the `spans_key` of its
-    first component that has one (maral_ner: "maral"), or None.
+    first maral_ner ("maral" by default), else of its first component that has a string
+    one, or None. maral_ner comes first because other components keep unscored spans
+    under a spans_key too (spaCy's span_ruler: "ruler").
 
     nlp (Language): the pipeline.
     """
-    return next((p.spans_key for _, p in nlp.pipeline if isinstance(getattr(p, "spans_key", None), str)), None)
+    from spacy_maral.pipeline.maral_ner import MaralNER  # the component and its torch only when asked
+
+    keyed = [p for _, p in nlp.pipeline if isinstance(getattr(p, "spans_key", None), str)]
+    maral = [p for p in keyed if isinstance(p, MaralNER)]
+    return (maral or keyed)[0].spans_key if keyed else None
 
 
 def entity_scores(doc: Doc, key: Optional[str]) -> List[Optional[float]]:
