@@ -29,7 +29,6 @@ ENSEMBLE_SEEDS ?= 1,2
 # stage-2 seeds of more students, trained side by side with the student, whose weights
 # are averaged with the student's (the workflow's soup_seeds, e.g. 100); empty: the student alone
 SOUP_SEEDS ?=
-ENCODER ?= encoders/multilingual-e5-small
 STAGE1_STEPS ?= 1800
 STAGE2_STEPS ?= 800
 MAX_TARGET_DOCS ?= 800

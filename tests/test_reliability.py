@@ -351,3 +351,15 @@ def test_predict_from_a_garbage_file_is_a_clear_error(ruler_dir, tmp_path) -> No
     proc = subprocess.run(cli("predict", str(ruler_dir), "--from-file", str(garbage)), env=ENV, capture_output=True, text=True)
     assert proc.returncode == 1, proc.stderr
     assert "garbage.spacy: not a readable .spacy (DocBin) file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command,text", [(["pseudo-label"], "spacy-maral[ray]"),
+                                          (["benchmark-report"], "NAME=RUN_DIR[@CHECKPOINT]")])
+def test_help_keeps_its_brackets(command, text) -> None:
+    """--help prints the help texts as written (rich markup would eat '[ray]')."""
+    from typer.testing import CliRunner
+
+    from spacy_maral.cli import app
+
+    result = CliRunner().invoke(app, [*command, "--help"], terminal_width=200)
+    assert result.exit_code == 0 and text in " ".join(result.output.split()), result.output

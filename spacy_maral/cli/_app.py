@@ -18,4 +18,5 @@ app = typer.Typer(
     help="spacy-maral: large-margin cross-lingual NER for spaCy.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # help texts are plain: 'spacy-maral[ray]' and NAME=RUN_DIR[@CHECKPOINT] keep their brackets
 )

