@@ -262,22 +262,52 @@ def test_score_temperature_must_be_positive(trained) -> None:
         find_maral_ner(trained.nlp).score_temperature = 0.0
 
 
+def mixed_gold(trained) -> list:
+    """The training docs with every other gold entity given another label: the overfitted
+    pipeline predicts the original labels, so about half its entities are now wrong."""
+    labels = sorted({e.label_ for eg in trained.examples for e in eg.reference.ents})
+    docs = []
+    for eg in trained.examples:
+        doc = eg.reference.copy()
+        doc.ents = [
+            Span(doc, e.start, e.end, labels[(labels.index(e.label_) + 1) % len(labels)]) if i % 2 else e
+            for i, e in enumerate(doc.ents)
+        ]
+        docs.append(doc)
+    return docs
+
+
 def test_entity_logits_match_the_predicted_entities(trained) -> None:
     nlp = trained.nlp
-    docs = [eg.reference for eg in trained.examples]
+    ner = find_maral_ner(nlp)
+    docs = mixed_gold(trained)
     logits, classes, correct = entity_logits(nlp, docs)
     raw = evaluate_raw_text(nlp, docs)
     # one row per predicted entity, and the same exact-match count as the raw-text score
     assert logits.shape[0] == raw["tp"] + raw["fp"]
-    assert int(correct.sum()) == raw["tp"]
+    assert int(correct.sum()) == raw["tp"] and 0 < raw["tp"] < logits.shape[0]
     assert raw["calibration"]["n"] == logits.shape[0]
+    # each row, in the order of the predicted entities, gives that entity's class and, at
+    # the pipeline's temperature 1, the very score its doc.spans carries; its correctness
+    # is whether gold holds exactly that (start, end, label)
+    predicted = []
+    for doc, gold in zip(nlp.pipe([d.text for d in docs]), docs):
+        spans = {(e.start_char, e.end_char, e.label_) for e in gold.ents}
+        group = doc.spans[ner.spans_key]
+        predicted += [(s.label_, float(p), (s.start_char, s.end_char, s.label_) in spans)
+                      for s, p in zip(group, group.attrs["scores"])]
+    assert len(predicted) == logits.shape[0]
+    for row, c, ok, (label, score, right) in zip(logits, classes, correct, predicted):
+        assert ner.classes[c] == label and bool(ok) == right
+        assert softmax(row)[c] == pytest.approx(score, rel=1e-4)
 
 
 def test_calibrate_cli_stores_the_temperature(trained_dir, trained, tmp_path) -> None:
     from spacy.tokens import DocBin
 
     dev = tmp_path / "dev.spacy"
-    DocBin(docs=[eg.reference for eg in trained.examples]).to_disk(dev)
+    docs = mixed_gold(trained)  # right and wrong entities: a temperature to fit
+    DocBin(docs=docs).to_disk(dev)
     out = tmp_path / "calibrated"
     report = tmp_path / "cal.json"
     subprocess.run(
@@ -285,8 +315,19 @@ def test_calibrate_cli_stores_the_temperature(trained_dir, trained, tmp_path) ->
         check=True, capture_output=True, text=True,
     )
     result = json.loads(report.read_text())
-    assert find_maral_ner(spacy.load(out)).score_temperature == pytest.approx(result["temperature"])
-    assert result["after"]["ece"] <= result["before"]["ece"] + 1e-9
+    stored = find_maral_ner(spacy.load(out)).score_temperature
+    assert result["fitted"] is True and stored == pytest.approx(result["temperature"]) and stored != 1.0
+    assert result["after"]["ece"] < result["before"]["ece"]
+    # the stored T has the lowest log loss of the dev entities' scores (computed here from
+    # the logits, by hand) among its neighbours on either side
+    logits, classes, correct = entity_logits(trained.nlp, docs)
+    c = correct.astype(float)
+
+    def log_loss(t: float) -> float:
+        p = numpy.clip([softmax(row / t)[k] for row, k in zip(logits, classes)], 1e-7, 1 - 1e-7)
+        return float(-(c * numpy.log(p) + (1 - c) * numpy.log(1 - p)).mean())
+
+    assert log_loss(stored) <= min(log_loss(stored * 0.8), log_loss(stored * 1.25), log_loss(1.0))
     # the source pipeline is untouched
     assert find_maral_ner(spacy.load(trained_dir)).score_temperature == 1.0
 
