@@ -1,4 +1,4 @@
-"""Numerical tests of progressive adaptation (METHOD.md section 5).
+"""Numerical tests of progressive adaptation (docs/method.md section 6).
 
 spacy_maral.training.stage2.refinement (anchors, guidance, EMA, neighbour index), the soft-label store
 (spacy_maral.training.stage2.soft_labels) and the stage-2 Adapter (spacy_maral.training.stage2.adapter), on small

@@ -1,4 +1,4 @@
-"""Tests of the non-overlapping greedy decoder (spacy_maral.pipeline.decoding, METHOD.md section 6)."""
+"""Tests of the non-overlapping greedy decoder (spacy_maral.pipeline.decoding, docs/method.md section 4)."""
 from typing import List, Tuple
 
 import numpy

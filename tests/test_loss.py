@@ -1,4 +1,6 @@
-"""Tests of the reweighted, logit-adjusted cross-entropy (spacy_maral.ml.loss, METHOD.md section 3)."""
+"""Tests of the reweighted, logit-adjusted cross-entropy (spacy_maral.ml.loss, docs/method.md section 3)."""
+import math
+
 import numpy
 import pytest
 import torch
@@ -16,7 +18,7 @@ CONLL_COUNTS = [1.0e6, 11128, 10059, 8297, 4593]
 
 
 def torch_reference(loss: ReweightedVMFLoss, guesses, truths, mask=None, denominator=None):
-    """The loss of METHOD.md section 3, in float64 torch, differentiated by autograd."""
+    """The loss of docs/method.md section 3, in float64 torch, differentiated by autograd."""
     g = torch.tensor(guesses, dtype=torch.float64, requires_grad=True)
     n, n_classes = guesses.shape
     if truths.ndim == 1:
@@ -137,6 +139,34 @@ def test_prior_adjustment_penalises_frequent_class() -> None:
     _, loss_o = loss.get_grad_and_loss(guesses, numpy.array([0]))
     _, loss_rare = loss.get_grad_and_loss(guesses, numpy.array([1]))
     assert loss_o < 0.02 < 4.0 < loss_rare
+    # in closed form, with add-one counts: -log(1001 / 1012) and -log(11 / 1012)
+    assert loss_o == pytest.approx(math.log(1012 / 1001), rel=1e-5)
+    assert loss_rare == pytest.approx(math.log(1012 / 11), rel=1e-5)
+
+
+def test_set_counts_stores_the_prior_and_weights_by_hand() -> None:
+    """Counts (500, 20, 12, 3): w_c = 1 / log(max(n_c, e)) over its mean, log pi_c =
+    log((n_c + 1) / 539), in the order of the classes."""
+    loss = _setup(counts=(500.0, 20.0, 12.0, 3.0))
+    raw = [1 / math.log(500), 1 / math.log(20), 1 / math.log(12), 1 / math.log(3)]
+    numpy.testing.assert_allclose(loss.weights, [r / (sum(raw) / 4) for r in raw], rtol=1e-5)
+    numpy.testing.assert_allclose(loss.weights, [0.35612, 0.73876, 0.89063, 2.01449], rtol=1e-4)
+    numpy.testing.assert_allclose(loss.log_prior, [math.log(n / 539) for n in (501, 21, 13, 4)], rtol=1e-5)
+    unweighted = _setup(class_weights=False, counts=(500.0, 20.0, 12.0, 3.0))
+    numpy.testing.assert_array_equal(unweighted.weights, numpy.ones(4))
+
+
+def test_loss_value_of_one_span_by_hand() -> None:
+    """Counts (3, 1), tau 1, class weights: logits (2, 0) for a span of class 1 cost
+    w_1 * -log softmax((2 + log 4/6, 0 + log 2/6))[1], w = (1/log 3, 1/log e) over their mean."""
+    loss = _setup(tau=1.0, class_weights=True, counts=(3.0, 1.0))
+    a, b = 2.0 + math.log(4 / 6), math.log(2 / 6)
+    w1 = 1.0 / ((1 / math.log(3) + 1.0) / 2)
+    expected = w1 * -(b - math.log(math.exp(a) + math.exp(b)))
+    grad, value = loss.get_grad_and_loss(numpy.array([[2.0, 0.0]], dtype=numpy.float32), numpy.array([1]))
+    assert value == pytest.approx(expected, rel=1e-5)
+    p1 = math.exp(b) / (math.exp(a) + math.exp(b))
+    numpy.testing.assert_allclose(grad, [[w1 * (1 - p1), w1 * (p1 - 1)]], rtol=1e-5)
 
 
 def test_inverse_log_weights_conll_like_counts() -> None:
@@ -157,6 +187,12 @@ def test_inverse_log_weights_unseen_classes_stay_finite() -> None:
     assert numpy.isfinite(w).all()
     assert float(w.mean()) == pytest.approx(1.0, abs=1e-6)
     assert w[1] == w[2] == w[3]  # n <= e all get the weight of n = e
+    mean = (1 / math.log(100) + 3.0) / 4  # by hand: 1/log(100) and three times 1/log(e)
+    numpy.testing.assert_allclose(w, [1 / math.log(100) / mean] + [1 / mean] * 3, rtol=1e-5)
+    # a count between e and 3 is already above the floor
+    w = inverse_log_weights([100.0, 2.8])
+    mean = (1 / math.log(100) + 1 / math.log(2.8)) / 2
+    numpy.testing.assert_allclose(w, [1 / math.log(100) / mean, 1 / math.log(2.8) / mean], rtol=1e-5)
 
 
 def test_log_prior_is_normalised_and_smoothed() -> None:

@@ -69,7 +69,7 @@ def min_angle_deg(directions: numpy.ndarray) -> float:
 def logit_class_means(nlp: Language) -> numpy.ndarray:
     """The class means the logits use, from the saved estimator buffers: the average of
     the previous epoch's mean and the running mean for a class seen this epoch, the
-    previous mean alone otherwise (METHOD.md section 2)."""
+    previous mean alone otherwise (docs/method.md section 2)."""
     from spacy_maral.ml.span_ner import get_span_head
     from spacy_maral.pipeline.maral_ner import find_maral_ner
 
