@@ -175,12 +175,23 @@ def test_epoch_hook_writes_snapshots_every_n_steps(trained, tmp_path) -> None:
     )
     with pytest.raises(ValueError, match="snapshot_dir"):
         make_epoch_hook(snapshot_every=2)
-    # the command averages the snapshots from a step on, then the inputs
+    # the command averages the snapshots from a step on, then the inputs: step 4's
+    # weights are moved here, so the mean shows which snapshots it took
+    step2, step4 = tmp_path / "snaps" / "step-000002", tmp_path / "snaps" / "step-000004"
+    moved = spacy.load(step4)
+    with torch.no_grad():
+        head_of(moved).projection[0].weight.add_(1.0)
+    moved.to_disk(step4)
     out = tmp_path / "avg"
-    proc = run_average(["--snapshots", str(tmp_path / "snaps"), "--from-step", "3",
-                        str(tmp_path / "snaps" / "step-000002"), "-o", str(out)])
+    proc = run_average(["--snapshots", str(tmp_path / "snaps"), "--from-step", "3", str(step2), "-o", str(out)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 snapshot(s)" in proc.stdout and "[2/2] loading" in proc.stdout
+    assert_mean_of_two(out, step4, step2, settings_dir=step2)
+    # --from-step is inclusive: from step 4, step 4 alone is the snapshot
+    proc = run_average(["--snapshots", str(tmp_path / "snaps"), "--from-step", "4", "-o", str(tmp_path / "from4")])
+    assert proc.returncode == 0 and "1 snapshot(s)" in proc.stdout, proc.stdout + proc.stderr
+    torch.testing.assert_close(head_of(spacy.load(tmp_path / "from4")).projection[0].weight,
+                               head_of(moved).projection[0].weight, rtol=0, atol=1e-6)
 
 
 def test_snapshots_from_picks_steps_in_order(tmp_path) -> None:
@@ -192,6 +203,8 @@ def test_snapshots_from_picks_steps_in_order(tmp_path) -> None:
     (tmp_path / ".step-000500.tmp-x").mkdir()  # a temporary of replace_dir
     assert [p.name for p in snapshots_from(tmp_path)] == ["step-000100", "step-000200", "step-000300", "step-001000"]
     assert [p.name for p in snapshots_from(tmp_path, 250)] == ["step-000300", "step-001000"]
+    assert [p.name for p in snapshots_from(tmp_path, 300)] == ["step-000300", "step-001000"]  # inclusive
+    assert [p.name for p in snapshots_from(tmp_path, 1001)] == []
     assert snapshots_from(tmp_path / "missing") == []
     (tmp_path / "file").write_text("x", encoding="utf8")
     with pytest.raises(ValueError, match="is a file"):

@@ -9,7 +9,7 @@ import torch
 from spacy.tokens import DocBin
 
 from helpers import build_nlp, make_examples
-from spacy_maral.evaluation.guard import GuardThresholds, check_student, choose, drift_figures, target_agreement
+from spacy_maral.evaluation.guard import GuardThresholds, agreement_f, check_student, choose, drift_figures, target_agreement
 from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.pipeline.maral_ner import find_maral_ner
 
@@ -72,6 +72,7 @@ def test_a_collapsed_student_is_not_trusted(trained, collapsed, dev_docs) -> Non
     loose = check_student(trained.nlp, collapsed, dev_docs, [d.text for d in dev_docs],
                           thresholds=GuardThresholds(max_class_cosine=1.01))
     assert not any("collapsed" in p for p in loose.problems)
+    assert loose.problems == [p for p in report.problems if "collapsed" not in p]
 
 
 def test_target_agreement_is_entity_f1_against_the_teacher(trained, undertrained, dev_docs) -> None:
@@ -82,6 +83,17 @@ def test_target_agreement_is_entity_f1_against_the_teacher(trained, undertrained
     # an empty student agrees on nothing
     blank = spacy.blank("xx")
     assert target_agreement(trained.nlp, blank, texts) == 0.0
+
+
+def test_agreement_is_f1_not_precision_or_recall() -> None:
+    """By hand: the teacher has 2 entities, the student 1 of them plus 1 of its own, and a
+    third with the right offsets but another label: P = 1/3, R = 1/2, F1 = 0.4."""
+    teacher = [[(0, 5, "PER"), (6, 9, "LOC")], []]
+    student = [[(0, 5, "PER"), (6, 9, "ORG")], [(0, 3, "MISC")]]
+    assert agreement_f(teacher, student) == pytest.approx(40.0)
+    assert agreement_f(teacher, teacher) == pytest.approx(100.0)
+    # the teacher is the reference: fewer student entities lower recall only
+    assert agreement_f(teacher, [[(0, 5, "PER")], []]) == pytest.approx(100 * 2 * 0.5 / 1.5)
 
 
 @pytest.mark.slow
