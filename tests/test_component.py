@@ -234,6 +234,24 @@ def test_predicted_spans_and_scores(trained) -> None:
         assert all(p >= 1.0 / 5 for p in scores)
         # tokens outside entities are annotated O, not missing
         assert all(t.ent_iob_ in ("B", "I", "O") for t in doc)
+    # each score is, at temperature 1, softmax(logits + inference_tau * log prior) of its
+    # span's row at its label, computed here from the raw logits
+    ner = trained.nlp.get_pipe("maral_ner")
+    assert ner.score_temperature == 1.0
+    checked = 0
+    for text in texts:
+        doc = trained.nlp(text)
+        bare = list(trained.nlp.pipe([text], disable=["maral_ner"]))[0]
+        raw = ner.predict([bare])
+        logits = ner.model.ops.to_numpy(raw.logits).astype(numpy.float64)
+        rows = {(int(st), int(en)): i for i, (_, st, en) in enumerate(ner.model.ops.to_numpy(raw.spans).tolist())}
+        group = doc.spans["maral"]
+        for span, score in zip(group, group.attrs["scores"]):
+            z = logits[rows[(span.start, span.end)]] + ner.inference_tau * ner.loss.log_prior.astype(numpy.float64)
+            expected = numpy.exp(z - z.max()) / numpy.exp(z - z.max()).sum()
+            assert score == pytest.approx(expected[list(ner.classes).index(span.label_)], rel=1e-4)
+            checked += 1
+    assert checked > 0
 
 
 def test_evaluate_returns_prf_and_per_type(trained) -> None:
@@ -243,6 +261,20 @@ def test_evaluate_returns_prf_and_per_type(trained) -> None:
     assert set(scores["ents_per_type"]) == {"PER", "LOC", "ORG", "MISC"}
     for value in scores["ents_per_type"].values():
         assert set(value) == {"p", "r", "f"}
+    # the overfitted pipeline predicts exactly GOLD: all 1; one more gold entity on words
+    # it leaves as O lowers the recall alone, to n / (n + 1)
+    assert scores["ents_p"] == scores["ents_r"] == scores["ents_f"] == pytest.approx(1.0)
+    n = sum(len(g) for g in GOLD)
+    examples = [Example(eg.predicted, eg.reference.copy()) for eg in trained.examples]
+    for eg in examples:
+        reference = eg.reference
+        outside = [i for i, t in enumerate(reference) if t.ent_iob_ == "O"]
+        if outside:
+            reference.ents = [*reference.ents, Span(reference, outside[-1], outside[-1] + 1, "MISC")]
+            break
+    more = trained.nlp.evaluate(examples)
+    assert more["ents_p"] == pytest.approx(1.0) and more["ents_r"] == pytest.approx(n / (n + 1))
+    assert more["ents_f"] == pytest.approx(2 * n / (2 * n + 1))
 
 
 def test_evaluate_counts_unpredictable_wide_entities_as_misses(trained) -> None:

@@ -100,6 +100,22 @@ def test_soft_labels_are_the_decoded_mean_of_the_teachers(trained_dir, second_di
     assert len(manifest["ensemble_head_sha256"]) == 1
 
 
+def test_three_teachers_weigh_one_third_each(trained_dir, second_dir, target, tmp_path) -> None:
+    """The first teacher and the second twice: every soft label is (a + 2b) / 3 (a running
+    pairwise mean would give (a + 3b) / 4)."""
+    first = fp32(trained_dir)
+    pseudo_label(first, target, tmp_path / "three", batch_size=2, shard_size=4, progress=False,
+                 ensemble=[fp32(second_dir), fp32(second_dir)])
+    second = fp32(second_dir)
+    checked = 0
+    for doc, text in zip(shard_docs(tmp_path / "three", first.vocab), TEXTS):
+        a, b = span_table(first, text), span_table(second, text)
+        for s, e, _, probs in soft_labels(doc):
+            numpy.testing.assert_allclose(probs, (a[(s, e)] + 2 * b[(s, e)]) / 3, rtol=1e-5, atol=1e-6)
+            checked += 1
+    assert checked, "no soft label to check"
+
+
 def test_a_teacher_averaged_with_itself_labels_as_it_alone(trained_dir, target, tmp_path) -> None:
     teacher = fp32(trained_dir)
     pseudo_label(teacher, target, tmp_path / "one", batch_size=2, shard_size=4, progress=False)

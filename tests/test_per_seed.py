@@ -83,6 +83,44 @@ def test_train_teachers_command_errors(setup, tmp_path) -> None:
     assert not (tmp_path / "t").exists()
 
 
+def test_each_run_gets_its_folder_and_seed(setup, tmp_path) -> None:
+    """The command of seed 7: measure's timing.json in teacher-s7, then spacy train with
+    that folder, --system.seed 7 and the overrides last (a student: its own files too)."""
+    _, config = setup
+    out = tmp_path / "t"
+    folder = out / "teacher-s7"
+    assert run_command(config, out, 7, ["--training.max_steps", "4"]) == [
+        "python", "-m", "spacy_maral", "measure", str(folder / "timing.json"), "--",
+        "python", "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", "7",
+        "--training.max_steps", "4",
+    ]
+    student = run_command(config, out, 100, [], role="student")
+    assert student[student.index("--system.seed") + 1] == "100"
+    assert student[student.index("--paths.checkpoint") + 1] == str(out / "student-s100" / "checkpoint")
+
+
+def test_a_run_is_kept_only_with_its_recorded_arguments(setup, tmp_path) -> None:
+    """A folder with model-best and a timing.json recording the same spacy train
+    arguments is finished; other overrides, another seed's command or no model are not."""
+    from spacy_maral.training.per_seed import _finished
+
+    _, config = setup
+    out = tmp_path / "t"
+    folder = out / "teacher-s3"
+    (folder / "model-best").mkdir(parents=True)
+    command = run_command(config, out, 3, ["--training.max_steps", "4"])
+    train = command[command.index("--") + 1:]
+    (folder / "timing.json").write_text(json.dumps({"command": ["/usr/bin/python3", *train[1:]]}), encoding="utf8")
+    assert _finished(config, out, 3, ["--training.max_steps", "4"], "teacher")
+    assert not _finished(config, out, 3, ["--training.max_steps", "5"], "teacher")
+    other = run_command(config, out, 4, ["--training.max_steps", "4"])
+    (folder / "timing.json").write_text(json.dumps({"command": ["python", *other[other.index("--") + 2:]]}), encoding="utf8")
+    assert not _finished(config, out, 3, ["--training.max_steps", "4"], "teacher")
+    (folder / "timing.json").write_text(json.dumps({"command": ["python", *train[1:]]}), encoding="utf8")
+    (folder / "model-best").rmdir()
+    assert not _finished(config, out, 3, ["--training.max_steps", "4"], "teacher")
+
+
 def test_no_seeds_writes_an_empty_ensemble(setup, tmp_path) -> None:
     _, config = setup
     assert train_per_seed(config, tmp_path / "t", []) == {}
