@@ -159,6 +159,8 @@ def test_inputs_text_jsonl_parquet_and_bad_lines(tmp_path) -> None:
     reasons = [b.reason for b in bad]
     assert "invalid JSON" in reasons[0] and "no 'text' field" in reasons[1] and "not a JSON object" in reasons[2]
     assert "not a string" in reasons[3] and "UTF-8" in reasons[4] and "null" in reasons[5]
+    # the one line decoder of the corpora: the byte and how to re-encode the file
+    assert "byte 0xe9" in reasons[4] and "iconv -f latin1" in reasons[4]
     assert str(bad[0]).startswith("b.jsonl, line 2: ") and str(bad[5]).startswith("c.parquet, row 2: ")
 
 

@@ -1,6 +1,6 @@
-"""The lines of a UTF-8 text file, numbered, for every reader of the corpora (CoNLL-style
-files and plain target text): one place that drops the byte-order mark, ends lines as
-text mode does and names the file and line that is not UTF-8."""
+"""The lines of a UTF-8 text file, numbered, for every reader of text (CoNLL-style files,
+plain target text, annotate's text and JSONL inputs): one place that decodes a line,
+drops the byte-order mark and says how to re-encode a line that is not UTF-8."""
 import re
 from pathlib import Path
 from typing import Iterator, Tuple
@@ -18,6 +18,24 @@ def _encoding_hint(raw: bytes, number: int) -> str:
     return "re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8`"
 
 
+def decode_line(raw: bytes, number: int) -> str:
+    """The text of one line of a UTF-8 file, its line break kept.
+
+    raw (bytes): the line's bytes.
+    number (int): its 1-based number: the first line loses a byte-order mark.
+    RAISES (ValueError): the bytes are not UTF-8; the message says where in the line and
+        how to re-encode the file (without the file's name: the caller names it).
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        bad = raw[err.start]
+        raise ValueError(
+            f"not valid UTF-8 (byte 0x{bad:02x} at byte {err.start + 1} of the line); {_encoding_hint(raw, number)}"
+        ) from None
+    return text[1:] if number == 1 and text.startswith("\ufeff") else text
+
+
 def decoded_lines(path: Path) -> Iterator[Tuple[int, str]]:
     """Yield (1-based number, text without the line break) for each line of a UTF-8 file.
 
@@ -30,16 +48,9 @@ def decoded_lines(path: Path) -> Iterator[Tuple[int, str]]:
     with open(path, "rb") as handle:
         for raw in handle:
             try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                bad = raw[err.start]
-                raise ConversionError(
-                    path,
-                    number + 1,
-                    f"not valid UTF-8 (byte 0x{bad:02x} at byte {err.start + 1} of the line); {_encoding_hint(raw, number + 1)}",
-                ) from None
-            if number == 0 and text.startswith("\ufeff"):
-                text = text[1:]
+                text = decode_line(raw, number + 1)
+            except ValueError as err:
+                raise ConversionError(path, number + 1, str(err)) from None
             lines = LINE_BREAK.split(text)
             if lines and lines[-1] == "":
                 lines.pop()

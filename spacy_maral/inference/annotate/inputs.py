@@ -9,6 +9,7 @@ from typing import Any, BinaryIO, Iterator, List, Optional, Tuple, Union
 import pyarrow
 import pyarrow.parquet as pq
 
+from spacy_maral.corpora.lines import decode_line
 from spacy_maral.inference.runner import content_digest
 
 FORMATS = ("auto", "text", "jsonl", "parquet")
@@ -204,11 +205,9 @@ def parse_unit(file: InputFile, line: int, raw: Any, text_field: str = "text", i
             return BadLine(file.name, line, f"{text_field!r} is null", file.unit)
         return (default_id if doc_id is None else str(doc_id), text, file.name, line)
     try:
-        text = raw.decode("utf8")
-    except UnicodeDecodeError as err:
-        return BadLine(file.name, line, f"not valid UTF-8 ({err.reason} at byte {err.start})")
-    if line == 1:
-        text = text.lstrip("\ufeff")  # a byte-order mark
+        text = decode_line(raw, line)  # corpora.lines: the one decoder of text lines
+    except ValueError as err:
+        return BadLine(file.name, line, str(err))
     text = text.rstrip("\r\n")
     if not text.strip():
         return None
