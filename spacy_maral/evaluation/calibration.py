@@ -16,6 +16,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
+from spacy_maral.pipeline.decoding import tempered_scores  # the score calibration fits T for
+
 DEFAULT_BINS = 10
 TEMPERATURE_GRID = numpy.exp(numpy.linspace(numpy.log(0.05), numpy.log(20.0), 400))
 #: The temperature stored in a student adapted to a language other than its dev set's:
@@ -80,22 +82,6 @@ def reliability(scores: Sequence[float], correct: Sequence[bool], n_bins: int = 
         out[f"precision_at_{threshold}"] = float(c[above].mean()) if above.any() else None
         out[f"count_at_{threshold}"] = int(above.sum())
     return out
-
-
-def tempered_scores(logits: numpy.ndarray, classes: numpy.ndarray, temperature: float) -> numpy.ndarray:
-    """softmax(logits / T)[class] per row.
-
-    logits (numpy.ndarray): (n, C) the decision rule's logits of the predicted entities.
-    classes (numpy.ndarray): (n,) each entity's class index.
-    temperature (float): T > 0.
-    RETURNS (numpy.ndarray): (n,) the scores.
-    """
-    if temperature <= 0:
-        raise ValueError(f"the score temperature must be > 0, got {temperature}")
-    z = logits / temperature
-    z = z - z.max(axis=1, keepdims=True)
-    log_p = z - numpy.log(numpy.exp(z).sum(axis=1, keepdims=True))
-    return numpy.exp(log_p[numpy.arange(logits.shape[0]), classes])
 
 
 def fit_temperature(logits: numpy.ndarray, classes: numpy.ndarray, correct: Sequence[bool]) -> float:

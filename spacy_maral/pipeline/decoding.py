@@ -8,6 +8,7 @@ interval check has no such case.)
 from typing import List, Sequence, Tuple
 
 import numpy
+import scipy.special
 from spacy.attrs import IS_SPACE
 from spacy.tokens import Doc
 
@@ -95,9 +96,23 @@ def mask_space_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> nu
 
 
 def softmax(logits: numpy.ndarray) -> numpy.ndarray:
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    exp = numpy.exp(shifted)
-    return exp / exp.sum(axis=1, keepdims=True)
+    """Row-wise softmax of (n, C) logits (scipy's)."""
+    return scipy.special.softmax(logits, axis=1)
+
+
+def tempered_scores(logits: numpy.ndarray, classes: numpy.ndarray, temperature: float) -> numpy.ndarray:
+    """The score of an entity: softmax(logits / T)[class], per row; what maral_ner stores
+    and what calibration fits T on.
+
+    logits (numpy.ndarray): (n, C) the decision rule's logits of the predicted entities.
+    classes (numpy.ndarray): (n,) each entity's class index.
+    temperature (float): T > 0.
+    RETURNS (numpy.ndarray): (n,) the scores.
+    """
+    if temperature <= 0:
+        raise ValueError(f"the score temperature must be > 0, got {temperature}")
+    log_p = scipy.special.log_softmax(logits / temperature, axis=1)
+    return numpy.exp(log_p[numpy.arange(logits.shape[0]), numpy.asarray(classes, dtype=numpy.int64)])
 
 
 def tempered_entity_scores(
@@ -115,5 +130,5 @@ def tempered_entity_scores(
     if temperature == 1.0:
         return [float(p) for _, _, _, p, _ in kept]
     rows = numpy.asarray([r for *_, r in kept], dtype=numpy.int64)
-    probs = softmax(decision_logits[rows] / temperature)
-    return [float(probs[i, c]) for i, (_, _, c, _, _) in enumerate(kept)]
+    classes = numpy.asarray([c for _, _, c, _, _ in kept], dtype=numpy.int64)
+    return [float(p) for p in tempered_scores(decision_logits[rows], classes, temperature)]
