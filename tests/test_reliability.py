@@ -363,3 +363,18 @@ def test_help_keeps_its_brackets(command, text) -> None:
 
     result = CliRunner().invoke(app, [*command, "--help"], terminal_width=200)
     assert result.exit_code == 0 and text in " ".join(result.output.split()), result.output
+
+
+def test_the_ray_engine_leaves_the_environment_as_it_found_it(monkeypatch) -> None:
+    """What the engine sets for Ray's start-up is removed on exit; what the user set stays."""
+    from spacy_maral.inference.engines.base import WorkerSpec
+    from spacy_maral.inference.engines.ray import RayEngine
+
+    monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
+    monkeypatch.setenv("RAY_gcs_server_port_wait_time_s", "7")
+    engine = RayEngine(WorkerSpec(model="x"))
+    engine._set_env("RAY_USAGE_STATS_ENABLED", "0")
+    engine._set_env("RAY_gcs_server_port_wait_time_s", "60")
+    assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0" and os.environ["RAY_gcs_server_port_wait_time_s"] == "7"
+    engine.__exit__(None, None, None)
+    assert "RAY_USAGE_STATS_ENABLED" not in os.environ and os.environ["RAY_gcs_server_port_wait_time_s"] == "7"

@@ -20,13 +20,6 @@ MANIFEST = "_manifest.json"
 P = TypeVar("P")
 
 
-def model_id(model: Any) -> str:
-    """A model's identity for a manifest: the resolved path of a directory, else the name
-    (an installed package)."""
-    path = Path(str(model))
-    return str(path.resolve()) if path.exists() else str(model)
-
-
 def model_files(model: Any) -> str:
     """SHA-256 of a model's files as they are now (each file's path within the model, size
     and modification time), so that a model changed in place (retrained, or calibrated

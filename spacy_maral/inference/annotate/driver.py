@@ -43,8 +43,9 @@ from spacy_maral.inference.annotate.inputs import InputFile, input_files
 from spacy_maral.inference.annotate.output import ERRORS, PARTITIONS, SUMMARY, merge_errors
 from spacy_maral.inference.annotate.plan import FileIndex, index_file, plan_partitions
 from spacy_maral.inference.annotate.task import annotate_partition
+from spacy_maral.inference.engines.base import model_id
 from spacy_maral.inference.lock import folder_lock
-from spacy_maral.inference.runner import manifest_digest, model_files, model_id, open_output, run_partitions
+from spacy_maral.inference.runner import manifest_digest, model_files, open_output, run_partitions
 from spacy_maral.util import logger
 
 EXIT_BAD_LINES = 3

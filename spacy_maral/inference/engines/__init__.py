@@ -17,7 +17,7 @@ depend on that partition alone), so their outputs are identical.
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from spacy_maral.inference.engines.base import PipelineWorker, WorkerSpec
+from spacy_maral.inference.engines.base import PipelineWorker, WorkerSpec, model_id
 from spacy_maral.inference.engines.local import InProcessEngine, ProcessEngine
 from spacy_maral.inference.engines.ray import RayEngine
 from spacy_maral.util import logger
@@ -63,8 +63,8 @@ def make_engine(
         `model` (WorkerSpec.ensemble: pseudo-label's teacher ensemble).
     RETURNS: an engine, to be used as a context manager.
     """
-    model = _where(model)  # actors may start elsewhere
-    members = tuple(_where(m) for m in ensemble)
+    model = model_id(model)  # actors may start elsewhere: a directory's absolute path
+    members = tuple(model_id(m) for m in ensemble)
     if engine == "local":
         spec = WorkerSpec(model=model, threads=threads, gpu_id=gpu_id, inference_tau=inference_tau, precision=precision, ensemble=members)
         if n_process > 1:
@@ -79,6 +79,3 @@ def make_engine(
     raise ValueError(f"unknown engine {engine!r}: use 'local' or 'ray'")
 
 
-def _where(model: Union[str, Path]) -> str:
-    """A pipeline directory as an absolute path, a package name as given."""
-    return str(Path(model).resolve()) if Path(model).exists() else str(model)

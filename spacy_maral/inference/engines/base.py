@@ -6,11 +6,21 @@ import resource
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from spacy_maral.inference.threads import set_torch_threads
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
 from spacy_maral.pipeline.maral_ner import find_maral_ner
+
+
+def model_id(model: Any) -> str:
+    """A model's identity: the resolved path of a pipeline directory (so that workers
+    started elsewhere, and a manifest, see the same one), else the name as given (an
+    installed package)."""
+    path = Path(str(model))
+    return str(path.resolve()) if path.exists() else str(model)
+
 
 # a partition's work: task(nlp, payload, **settings) -> result dict
 Task = Callable[..., Dict[str, Any]]

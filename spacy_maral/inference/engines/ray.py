@@ -114,19 +114,27 @@ class RayEngine:
         self.room = 0
         self.started_ray = False
         self.ray = None
+        self.env_set: List[str] = []  # the environment variables this engine set (removed on exit)
 
     @property
     def n_workers(self) -> int:
         return self.n_actors
 
+    def _set_env(self, name: str, value: str) -> None:
+        """Set an environment variable Ray reads at start-up, unless the user set it; it
+        is removed again when the engine exits."""
+        if name not in os.environ:
+            os.environ[name] = value
+            self.env_set.append(name)
+
     def __enter__(self) -> "RayEngine":
         ray = self.ray = import_ray()
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        self._set_env("RAY_USAGE_STATS_ENABLED", "0")
         if not ray.is_initialized():
             if self.address:
                 check_reachable(ray, self.address, self.connect_timeout)
                 # bound Ray's own retries too (about one a second; its default is minutes)
-                os.environ.setdefault("RAY_gcs_server_port_wait_time_s", str(max(1, int(self.connect_timeout))))
+                self._set_env("RAY_gcs_server_port_wait_time_s", str(max(1, int(self.connect_timeout))))
                 ray.init(address=self.address, logging_level="WARNING", log_to_driver=True)
             else:
                 num_cpus = self.num_cpus or (self.requested_actors * self.cpus_per_actor) or os.cpu_count() or 1
@@ -172,6 +180,9 @@ class RayEngine:
 
     def __exit__(self, *exc) -> None:
         ray = self.ray
+        for name in self.env_set:
+            os.environ.pop(name, None)
+        self.env_set = []
         if ray is None:
             return
         if self.started_ray and ray.is_initialized():
