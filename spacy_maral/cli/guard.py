@@ -1,5 +1,4 @@
 """`python -m spacy_maral guard`: should the student be trusted? (no target tags read)"""
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -35,8 +34,7 @@ def guard_command(
     from thinc.api import require_gpu
 
     from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
-    from spacy_maral.evaluation.guard import GuardThresholds, check_package_choice, check_student, choose
-    from spacy_maral.fileio import atomic_write_text
+    from spacy_maral.evaluation.guard import GuardThresholds, check_package_choice, check_student, choose, write_verdict
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
     from spacy_maral.util import cli_printer
@@ -89,8 +87,5 @@ def guard_command(
         for problem in report.problems:
             print(f"  - {problem}")
     msg.info(f"package: the {chosen} ({package_choice})")
-    result = {**report.to_dict(), "teacher": str(teacher_path), "student": str(student_path),
-              "package_choice": package_choice, "chosen": chosen,
-              "chosen_path": str(student_path if chosen == "student" else teacher_path)}
-    atomic_write_text(output, json.dumps(result, indent=2))
+    write_verdict(output, report, teacher_path, student_path, package_choice)
     msg.good(f"verdict: {output}")

@@ -1,5 +1,4 @@
 """`python -m spacy_maral export` and `install-package`: ship a trained pipeline."""
-import json
 import subprocess
 import sys
 import tempfile
@@ -67,17 +66,13 @@ def read_guard_verdict(path: Path) -> "tuple[str, Path]":
 
     path (Path): the verdict file (--guard).
     """
+    from spacy_maral.evaluation.guard import read_verdict
+
     try:
-        verdict = json.loads(Path(path).read_text(encoding="utf8"))
-        chosen, chosen_path = verdict["chosen"], verdict["chosen_path"]
-        if not isinstance(chosen, str) or not isinstance(chosen_path, str):
-            raise TypeError("'chosen' and 'chosen_path' must be strings")
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
-        detail = f"no {err} field" if isinstance(err, KeyError) else f"{type(err).__name__}: {err}"
-        typer.secho(f"export failed: --guard {path} is not a verdict of `spacy_maral guard` ({detail})",
-                    fg=typer.colors.RED, err=True)
+        return read_verdict(path)
+    except ValueError as err:
+        typer.secho(f"export failed: --guard {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(code=1) from err
-    return chosen, Path(chosen_path)
 
 
 @app.command("install-package")

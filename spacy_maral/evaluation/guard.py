@@ -27,8 +27,10 @@ says plainly when the student should not be trusted, and `choose` picks the pipe
 package. The thresholds are settings (`GuardThresholds`), fixed before any target test
 set was read; BENCHMARKS.md says where they come from.
 """
+import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from spacy.language import Language
@@ -36,6 +38,7 @@ from spacy.tokens import Doc
 
 from spacy_maral.evaluation.margins import span_class_geometry
 from spacy_maral.evaluation.raw_text import char_prf, evaluate_raw_text
+from spacy_maral.fileio import atomic_write_text
 from spacy_maral.pipeline.tokenizer import tokenizer_rules
 
 
@@ -196,3 +199,40 @@ def choose(report: GuardReport, policy: str = "auto") -> str:
     if policy != "auto":
         return policy
     return "student" if report.trusted else "teacher"
+
+
+def write_verdict(path: Path, report: GuardReport, teacher: Path, student: Path, package_choice: str) -> str:
+    """Write the guard's verdict file (what `export --guard` reads): the report's figures,
+    both pipelines, the package choice and the pipeline it picks.
+
+    path (Path): the JSON file, written atomically.
+    report (GuardReport): the check.
+    teacher (Path): the teacher's pipeline (directory or package name).
+    student (Path): the student's.
+    package_choice (str): "auto", "student" or "teacher" (choose).
+    RETURNS (str): the chosen pipeline, "student" or "teacher".
+    """
+    chosen = choose(report, package_choice)
+    result = {**report.to_dict(), "teacher": str(teacher), "student": str(student),
+              "package_choice": package_choice, "chosen": chosen,
+              "chosen_path": str(student if chosen == "student" else teacher)}
+    atomic_write_text(Path(path), json.dumps(result, indent=2))
+    return chosen
+
+
+def read_verdict(path: Path) -> Tuple[str, Path]:
+    """The (chosen, chosen_path) of a verdict file of write_verdict.
+
+    path (Path): the verdict file.
+    RAISES (ValueError): the file is unreadable or is not such a verdict; the message
+        names the file and what is wrong.
+    """
+    try:
+        verdict = json.loads(Path(path).read_text(encoding="utf8"))
+        chosen, chosen_path = verdict["chosen"], verdict["chosen_path"]
+        if not isinstance(chosen, str) or not isinstance(chosen_path, str):
+            raise TypeError("'chosen' and 'chosen_path' must be strings")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+        detail = f"no {err} field" if isinstance(err, KeyError) else f"{type(err).__name__}: {err}"
+        raise ValueError(f"{path} is not a verdict of `spacy_maral guard` ({detail})") from err
+    return chosen, Path(chosen_path)
