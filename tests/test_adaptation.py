@@ -292,6 +292,17 @@ def test_build_neighbour_index_rate_one_and_cap() -> None:
     numpy.testing.assert_array_equal(full.labels, labels[0])
     capped = A.build_neighbour_index(vectors, labels, o_rate=1.0, seed=0, max_size=3)
     assert len(capped) == 3
+    # identifiable rows (one-hot vectors, row i labelled by i's label), over two blocks:
+    # a capped index keeps distinct rows, each with its own label
+    eye = numpy.eye(6, dtype=numpy.float32)
+    blocks, block_labels = [eye[:4], eye[4:]], [numpy.array([0, 1, 2, 0]), numpy.array([3, 1])]
+    everything = A.build_neighbour_index(blocks, block_labels, o_rate=1.0, seed=0)
+    numpy.testing.assert_array_equal(everything.vectors, eye)
+    numpy.testing.assert_array_equal(everything.labels, [0, 1, 2, 0, 3, 1])
+    capped = A.build_neighbour_index(blocks, block_labels, o_rate=1.0, seed=3, max_size=4)
+    rows = capped.vectors.argmax(axis=1)
+    assert len(set(rows.tolist())) == 4
+    numpy.testing.assert_array_equal(capped.labels, numpy.array([0, 1, 2, 0, 3, 1])[rows])
 
 
 def test_downsample_non_entities() -> None:
@@ -650,8 +661,20 @@ def test_end_epoch_recomputes_state_and_selects_anchors(tmp_path: Path) -> None:
     store.scores[high] = 5.0 + 0.01 * numpy.arange(10)
     store.scores[per], store.scores[loc] = 1.25, -0.5
     q_before = store.q.copy()
+    collected = adapter.collector
+    index_vectors, index_labels = numpy.concatenate(collected.vectors), numpy.concatenate(collected.labels)
+    target_vectors, target_labels = numpy.concatenate(collected.target_vectors), numpy.concatenate(collected.target_labels)
     record = adapter.end_epoch(class_cosines=numpy.eye(4), classes=CLASSES)
     numpy.testing.assert_array_equal(store.q, q_before)  # epoch 1: no refinement
+    # the index: every span vector of the epoch, in order, with its label (o_rate 1 at the
+    # epoch end; under the size cap); the local margins: for each target span, how many
+    # of its 3 nearest (by cosine, brute force here) share its label, averaged per label
+    numpy.testing.assert_array_equal(adapter.index.vectors, index_vectors.astype(numpy.float32))
+    numpy.testing.assert_array_equal(adapter.index.labels, index_labels)
+    nearest = numpy.argsort(-(target_vectors @ index_vectors.T), axis=1, kind="stable")[:, :3]
+    own = (index_labels[nearest] == target_labels[:, None]).sum(axis=1)
+    expected_k = [own[target_labels == c].mean() if (target_labels == c).any() else INF for c in range(4)]
+    numpy.testing.assert_allclose(adapter.margins_k, expected_k, rtol=1e-6)
     assert store.epoch == 1 and adapter.epoch == 2 and adapter.adapting
     # prior: the soft-label mass per class (O: 25 one-hot spans + 0.1 + 0.2; PER 0.7 + 0.1;
     # LOC 0.2 + 0.7; ORG 0), add-one smoothed
