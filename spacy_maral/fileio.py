@@ -188,3 +188,21 @@ def remove_stale_temporaries(directory: Path, pattern: str = "*") -> int:
             tmp.unlink()
             removed += 1
     return removed
+
+
+def keep_other_files(old: Path, new: Path) -> None:
+    """Copy into `new` what `old` holds that `new` does not (a user's notes, metrics, a
+    README), so that replacing a pipeline folder replaces only the pipeline's files.
+
+    old (Path): the folder being replaced.
+    new (Path): the temporary folder the new contents were written to (replace_dir).
+    """
+    import shutil
+
+    for entry in Path(old).iterdir():
+        if (Path(new) / entry.name).exists():
+            continue
+        if entry.is_dir():
+            shutil.copytree(entry, Path(new) / entry.name, symlinks=True)
+        else:
+            shutil.copy2(entry, Path(new) / entry.name, follow_symlinks=False)

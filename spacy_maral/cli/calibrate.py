@@ -33,9 +33,9 @@ def calibrate_command(
     from thinc.api import require_gpu
 
     from spacy_maral.corpora.target_text import iter_target_docs
-    from spacy_maral.evaluation.calibration import fit_temperature, reliability, student_temperature, tempered_scores
+    from spacy_maral.evaluation.calibration import calibrate, student_temperature
     from spacy_maral.evaluation.raw_text import entity_logits
-    from spacy_maral.fileio import atomic_write_text, check_replaceable, replace_dir, replace_owned_dir
+    from spacy_maral.fileio import atomic_write_text, check_replaceable, keep_other_files, replace_dir, replace_owned_dir
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import tokenizer_rules
@@ -68,9 +68,8 @@ def calibrate_command(
             logits, classes, correct = entity_logits(nlp, docs, batch_size=batch_size)
     except (OSError, ValueError) as err:
         msg.fail(f"calibrate failed: {err}", exits=1)
-    before = reliability(tempered_scores(logits, classes, ner.score_temperature), correct)
-    temperature = stored if stored is not None else fit_temperature(logits, classes, correct)
-    after = reliability(tempered_scores(logits, classes, temperature), correct)
+    found = calibrate(logits, classes, correct, current=ner.score_temperature, stored=stored)
+    temperature, before, after = found.temperature, found.before, found.after
     if stored is None and not len(correct):
         msg.warn(f"{model} predicts no entity on {dev_path}: nothing to calibrate, the temperature stays 1")
     elif stored is None and (correct.all() or not correct.any()):
@@ -88,30 +87,12 @@ def calibrate_command(
     with (replace_owned_dir(target, "calibrate --output") if new_folder else replace_dir(target)) as tmp:
         nlp.to_disk(tmp)
         if not new_folder:
-            _keep_other_files(Path(model), tmp)
+            keep_other_files(Path(model), tmp)
     msg.good(f"score_temperature {temperature:.3f} stored in {target}")
     if report is not None:
         atomic_write_text(report, json.dumps({
             "model": str(model), "dev": str(dev_path), "sentences": len(docs), "lang": lang,
-            "temperature": temperature, "fitted": stored is None, "target_lang": target_lang,
+            "temperature": temperature, "fitted": found.fitted, "target_lang": target_lang,
             "before": before, "after": after,
         }, indent=2))
         msg.good(f"report: {report}")
-
-
-def _keep_other_files(model: Path, new: Path) -> None:
-    """Copy into `new` what `model` holds that the saved pipeline does not (a user's notes,
-    metrics, a README), so that calibrating in place replaces only the pipeline's files.
-
-    model (Path): the pipeline folder being replaced.
-    new (Path): the folder the calibrated pipeline was written to.
-    """
-    import shutil
-
-    for entry in model.iterdir():
-        if (new / entry.name).exists():
-            continue
-        if entry.is_dir():
-            shutil.copytree(entry, new / entry.name, symlinks=True)
-        else:
-            shutil.copy2(entry, new / entry.name, follow_symlinks=False)

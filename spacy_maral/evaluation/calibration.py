@@ -11,6 +11,7 @@ reported scores. It is fitted on a gold dev set (a development language's, else 
 source language's) and stored in the component's cfg (`score_temperature`); a student
 of a language other than the dev set's gets OFF_DEV_LANGUAGE_TEMPERATURE instead.
 """
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -105,6 +106,41 @@ def fit_temperature(logits: numpy.ndarray, classes: numpy.ndarray, correct: Sequ
         if loss < best_loss:
             best, best_loss = float(t), loss
     return best
+
+
+@dataclass
+class Calibration:
+    """What calibrating a pipeline's scores on a dev set found.
+
+    temperature (float): the T to store.
+    fitted (bool): T was fitted on the dev set (not given, nor the off-language rule's).
+    before (Dict[str, object]): the dev set's reliability at the pipeline's current T.
+    after (Dict[str, object]): its reliability at `temperature`.
+    """
+
+    temperature: float
+    fitted: bool
+    before: Dict[str, object]
+    after: Dict[str, object]
+
+
+def calibrate(
+    logits: numpy.ndarray, classes: numpy.ndarray, correct: numpy.ndarray, current: float, stored: Optional[float]
+) -> Calibration:
+    """The temperature to store for the entities of a dev set, and its calibration before
+    and after.
+
+    logits, classes, correct: the dev set's predicted entities (raw_text.entity_logits).
+    current (float): the pipeline's temperature now.
+    stored (Optional[float]): a temperature to store as it is (given, or
+        student_temperature's rule); None fits one (fit_temperature).
+    """
+    temperature = stored if stored is not None else fit_temperature(logits, classes, correct)
+    return Calibration(
+        temperature=temperature, fitted=stored is None,
+        before=reliability(tempered_scores(logits, classes, current), correct),
+        after=reliability(tempered_scores(logits, classes, temperature), correct),
+    )
 
 
 def plot_reliability(curves: Dict[str, Dict[str, object]], path: Path, title: str = "Reliability of entity scores") -> Path:
