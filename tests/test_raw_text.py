@@ -487,3 +487,11 @@ def test_evaluate_model_specs_names_and_refuses_two_of_one_name(tmp_path) -> Non
     assert model_specs(["xx_maral_ner"]) == [("xx_maral_ner", "xx_maral_ner")]
     with pytest.raises(ValueError, match="two pipelines are named 'model-best'.*runs/a/model-best, runs/b/model-best"):
         model_specs(["runs/a/model-best", "runs/b/model-best"])
+
+
+def test_prf_by_hand() -> None:
+    from spacy_maral.evaluation.prf import prf
+
+    assert prf(2, 1, 3) == pytest.approx((2 / 3, 0.4, 0.5))  # F1 = 2 * (2/3 * 0.4) / (2/3 + 0.4)
+    assert prf(0, 0, 0) == (0.0, 0.0, 0.0) and prf(0, 2, 0) == (0.0, 0.0, 0.0)
+    assert prf(3, 0, 1) == pytest.approx((1.0, 0.75, 6 / 7))

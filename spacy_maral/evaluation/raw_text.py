@@ -20,6 +20,7 @@ from spacy.tokens import Doc
 
 from spacy_maral.corpora.detokenize import detokenize
 from spacy_maral.evaluation.calibration import reliability
+from spacy_maral.evaluation.prf import prf
 from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
 
 CharSpan = Tuple[int, int, str]
@@ -71,19 +72,12 @@ def char_prf(gold: Sequence[Sequence[CharSpan]], predicted: Sequence[Sequence[Ch
     tp = sum(c[0] for c in counts.values())
     fp = sum(c[1] for c in counts.values())
     fn = sum(c[2] for c in counts.values())
-    out: Dict[str, object] = dict(zip(("ents_p", "ents_r", "ents_f"), _prf(tp, fp, fn)))
+    out: Dict[str, object] = dict(zip(("ents_p", "ents_r", "ents_f"), prf(tp, fp, fn)))
     out["ents_per_type"] = {
-        label: dict(zip("prf", _prf(*c))) for label, c in sorted(counts.items())
+        label: dict(zip("prf", prf(*c))) for label, c in sorted(counts.items())
     }
     out.update({"tp": tp, "fp": fp, "fn": fn, "per_sentence": per_sentence})
     return out
-
-
-def _prf(tp: int, fp: int, fn: int) -> Tuple[float, float, float]:
-    p = tp / (tp + fp) if tp + fp else 0.0
-    r = tp / (tp + fn) if tp + fn else 0.0
-    f = 2 * p * r / (p + r) if p + r else 0.0
-    return p, r, f
 
 
 def unreachable(nlp: Language, sentences: Sequence[RawSentence], max_width: Optional[int]) -> Dict[str, object]:

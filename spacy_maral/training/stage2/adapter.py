@@ -25,6 +25,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy
 from spacy.training import Example
 
+from spacy_maral.evaluation.prf import prf
 from spacy_maral.fileio import atomic_savez, atomic_write_text
 from spacy_maral.ml.loss import ReweightedVMFLoss, log_prior
 from spacy_maral.ml.spans import doc_span_slices, enumerate_spans
@@ -357,9 +358,8 @@ class Adapter:
             tp += len(pred & g)
             n_pred += len(pred)
             n_gold += len(g)
-        p = tp / n_pred if n_pred else 0.0
-        r = tp / n_gold if n_gold else 0.0
-        return {"p": p, "r": r, "f": 2 * p * r / (p + r) if p + r else 0.0}
+        p, r, f = prf(tp, n_pred - tp, n_gold - tp)
+        return {"p": p, "r": r, "f": f}
 
     def _write_diagnostics(self, record: Dict[str, Any]) -> None:
         logger.info("maral adaptation, epoch %d: %s", record["epoch_completed"], json.dumps(record.get("pseudo_label_prf", {})))
