@@ -1,6 +1,6 @@
 """Registered callbacks for `spacy train`: encoder set-up and epoch boundaries."""
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from spacy.language import Language
 
@@ -19,11 +19,7 @@ def freeze_word_embeddings_of(nlp: Language) -> int:
     RETURNS (int): number of embedding parameters frozen.
     """
     frozen = 0
-    for name, pipe in nlp.pipeline:
-        model = getattr(pipe, "model", None)
-        transformer = getattr(model, "transformer", None) if model is not None else None
-        if transformer is None or not hasattr(transformer, "get_input_embeddings"):
-            continue
+    for name, transformer in hf_transformers(nlp):
         weight = transformer.get_input_embeddings().weight
         weight.requires_grad_(False)
         frozen += weight.numel()
@@ -204,11 +200,19 @@ def load_checkpoint(nlp: Language, path: Path) -> None:
     logger.warning("Resumed from the checkpoint %s", path)
 
 
-def _frozen_embedding_pipes(nlp: Language) -> List[str]:
-    names = []
+def hf_transformers(nlp: Language) -> List[Tuple[str, Any]]:
+    """(pipe name, Hugging Face model) of each spacy-transformers `transformer` pipe: the
+    pipes whose model has a `transformer` with input embeddings.
+
+    nlp (Language): the pipeline.
+    """
+    found = []
     for name, pipe in nlp.pipeline:
         transformer = getattr(getattr(pipe, "model", None), "transformer", None)
         if transformer is not None and hasattr(transformer, "get_input_embeddings"):
-            if not transformer.get_input_embeddings().weight.requires_grad:
-                names.append(name)
-    return names
+            found.append((name, transformer))
+    return found
+
+
+def _frozen_embedding_pipes(nlp: Language) -> List[str]:
+    return [name for name, t in hf_transformers(nlp) if not t.get_input_embeddings().weight.requires_grad]
