@@ -313,7 +313,7 @@ def read_conll(
                 )
         else:
             doc = _make_doc(vocab, item.words, decoder.decode(item))
-            stats.add_doc(doc)
+            stats.add(doc)
             sentences += 1
             yield doc
 

@@ -56,15 +56,14 @@ class CorpusCounts:
 
 
 @dataclass
-class ConversionStats:
-    """What a conversion read, repaired and wrote.
+class ConversionStats(CorpusCounts):
+    """What a conversion read, repaired and wrote: the counts of what it read
+    (CorpusCounts: sentences, tokens, entities per label; `-DOCSTART-` lines are not
+    sentences), and
 
     path: the input file.
     fmt: the file format used (detected when "auto" was asked).
     scheme: the tag scheme used (detected when "auto" was asked).
-    sentences: sentences read (`-DOCSTART-` lines are not sentences).
-    tokens: tokens read.
-    entities: entities read, per label.
     documents: `-DOCSTART-` lines seen.
     lines: lines read.
     repairs: (1-based line, message) for every lenient repair of a tag sequence.
@@ -74,24 +73,7 @@ class ConversionStats:
     path: str = ""
     fmt: str = ""
     scheme: str = ""
-    sentences: int = 0
-    tokens: int = 0
-    entities: Counter = field(default_factory=Counter)
     documents: int = 0
     lines: int = 0
     repairs: List[Tuple[int, str]] = field(default_factory=list)
     written: Optional[CorpusCounts] = None
-
-    @property
-    def total_entities(self) -> int:
-        """The number of entities read over all labels."""
-        return sum(self.entities.values())
-
-    def add_doc(self, doc: Doc) -> None:
-        """Count one converted sentence.
-
-        doc: the sentence Doc with its entities.
-        """
-        self.sentences += 1
-        self.tokens += len(doc)
-        self.entities.update(ent.label_ for ent in doc.ents)
