@@ -7,8 +7,9 @@ is O. Tags the target corpus happens to carry are moved to
 doc.spans["maral_diagnostic_gold"] (for diagnostics only) and doc.ents is cleared.
 
 Output: a directory of DocBin shards `shard-00000.spacy`, ... of `shard_size` sentences,
-each written atomically. Memory stays constant in the corpus size, and a run that is
-killed keeps its finished shards: started again, it skips them. `_manifest.json` records
+each written atomically. In this process memory stays constant in the corpus size (the
+Ray engine's driver holds the shards still to label), and a run that is killed keeps
+its finished shards: started again, it skips them. `_manifest.json` records
 what the shards are made from (input files, teacher, decision rule, tokenizer, shard
 size, limit); a run with anything else refuses the folder instead of mixing its shards
 with stale ones (the stage-2 reader reads every shard there).
