@@ -64,7 +64,6 @@ def evaluate_command(
     """
 
     from thinc.api import require_gpu
-    from wasabi import Printer
 
     from spacy_maral.corpora import ConversionError
     from spacy_maral.corpora.target_text import iter_target_docs
@@ -74,10 +73,11 @@ def evaluate_command(
     from spacy_maral.fileio import atomic_write_text
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
+    from spacy_maral.util import cli_printer
 
     if gpu_id >= 0:
         require_gpu(gpu_id)
-    msg = Printer()
+    msg = cli_printer()
     results = {}
     nlp = None
     try:
