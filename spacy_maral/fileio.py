@@ -197,12 +197,11 @@ def keep_other_files(old: Path, new: Path) -> None:
     old (Path): the folder being replaced.
     new (Path): the temporary folder the new contents were written to (replace_dir).
     """
-    import shutil
-
     for entry in Path(old).iterdir():
-        if (Path(new) / entry.name).exists():
+        target = Path(new) / entry.name
+        if target.exists():
             continue
         if entry.is_dir():
-            shutil.copytree(entry, Path(new) / entry.name, symlinks=True)
+            shutil.copytree(entry, target, symlinks=True)
         else:
-            shutil.copy2(entry, Path(new) / entry.name, follow_symlinks=False)
+            shutil.copy2(entry, target, follow_symlinks=False)

@@ -654,6 +654,7 @@ def test_end_epoch_warns_when_class_means_collapse(tiny_encoder, caplog) -> None
 
 
 def test_span_class_geometry_counts_gold_spans_and_is_a_cosine_matrix(trained) -> None:
+    from spacy_maral.corpora.docbin import bare_copy
     from spacy_maral.evaluation.margins import span_class_geometry
 
     nlp = trained.nlp
@@ -669,19 +670,15 @@ def test_span_class_geometry_counts_gold_spans_and_is_a_cosine_matrix(trained) -
     # the trained model separates the classes: no two class means coincide
     assert geo["min_angle_deg"] > 10.0
     # the same geometry from the span vectors and the gold entities, by hand, one doc at a time
-    sums, counts = None, numpy.zeros(len(ner.classes))
+    vectors, labels = [], []
     for doc in docs:
-        bare = list(nlp.pipe([Doc(nlp.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc])],
-                             disable=["maral_ner"]))[0]
+        bare = list(nlp.pipe([bare_copy(doc, nlp.vocab)], disable=["maral_ner"]))[0]
         scores = ner.predict([bare])
-        z = ner.model.ops.to_numpy(scores.vectors).astype(numpy.float64)
+        vectors.append(ner.model.ops.to_numpy(scores.vectors).astype(numpy.float64))
         gold = {(e.start, e.end): list(ner.classes).index(e.label_) for e in doc.ents}
-        labels = [gold.get((int(st), int(en)), 0) for _, st, en in ner.model.ops.to_numpy(scores.spans).tolist()]
-        sums = numpy.zeros((len(ner.classes), z.shape[1])) if sums is None else sums
-        for vector, label in zip(z, labels):
-            sums[label] += vector
-            counts[label] += 1
-    means = sums / counts[:, None]
+        labels += [gold.get((int(st), int(en)), 0) for _, st, en in ner.model.ops.to_numpy(scores.spans).tolist()]
+    z, labels = numpy.concatenate(vectors), numpy.array(labels)
+    means = numpy.stack([z[labels == c].mean(axis=0) for c in range(len(ner.classes))])
     resultant = numpy.linalg.norm(means, axis=1)
     directions = means / resultant[:, None]
     numpy.testing.assert_allclose(geo["resultant"], resultant, atol=1e-4)

@@ -34,7 +34,7 @@ def guard_command(
     from thinc.api import require_gpu
 
     from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
-    from spacy_maral.evaluation.guard import GuardThresholds, check_package_choice, check_student, choose, write_verdict
+    from spacy_maral.evaluation.guard import GuardThresholds, check_package_choice, check_student, write_verdict
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
     from spacy_maral.util import cli_printer
@@ -66,7 +66,6 @@ def guard_command(
         limits = GuardThresholds(max_dev_drop=max_dev_drop, min_agreement=min_agreement, max_class_cosine=max_class_cosine)
         with msg.loading(f"checking the student on {len(dev)} source dev and {len(texts)} target sentences"):
             report = check_student(teacher, student, dev, texts, source_lang=source_lang, thresholds=limits, batch_size=batch_size)
-        chosen = choose(report, package_choice)
     except (OSError, ValueError) as err:
         msg.fail(f"guard failed: {err}", exits=1)
     msg.info(
@@ -86,6 +85,6 @@ def guard_command(
         msg.warn("THE STUDENT SHOULD NOT BE TRUSTED:")
         for problem in report.problems:
             print(f"  - {problem}")
+    chosen = write_verdict(output, report, teacher_path, student_path, package_choice)
     msg.info(f"package: the {chosen} ({package_choice})")
-    write_verdict(output, report, teacher_path, student_path, package_choice)
     msg.good(f"verdict: {output}")

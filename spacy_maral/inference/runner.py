@@ -4,9 +4,10 @@ A run owns an output folder. `open_output` checks that the folder is this run's
 (`_manifest.json`: what its outputs are made from) and removes the temporaries a killed
 run left; `run_partitions` then walks the input's partitions in order, keeps those
 already finished, and has an engine's workers process the others, each result written
-as it comes back (by this process, or by the worker itself). Every output file is written atomically (spacy_maral.fileio), so a
-killed run loses at most the partitions in flight, and the same command started again
-ends with exactly the output of an uninterrupted run.
+as it comes back (by this process, or by the worker itself). Every output file is
+written atomically (spacy_maral.fileio), so a killed run loses at most the partitions
+in flight, and the same command started again ends with exactly the output of an
+uninterrupted run.
 """
 import hashlib
 import json

@@ -77,5 +77,3 @@ def make_engine(
         return RayEngine(spec, address=address, num_actors=num_actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor,
                          connect_timeout=connect_timeout)
     raise ValueError(f"unknown engine {engine!r}: use 'local' or 'ray'")
-
-
