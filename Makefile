@@ -7,21 +7,27 @@
 #                  the ensemble's teachers, calibrate, pseudo-label the target text,
 #                  adapt (stage 2), soup and calibrate the student, guard, evaluate,
 #                  package and install xx_maral_ner (timings: README, "Run times"). VARS="--vars.x y"
-#   make conll     the same workflow on CoNLL data: DATA=folder with LANG/{train,dev,test}.conll
+#   make conll     the same workflow on CoNLL data: DATA=folder with en/{train,dev}.conll and
+#                  LANG/train.conll for each of TARGETS (LANG/test.conll scores it where present)
 #   make benchmark the benchmark project (benchmarks/project.yml) on CoNLL data
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# a folder with LANG/{train,dev,test}.conll: `spacy project assets` fetches the public
-# English, Spanish and Dutch files into project/assets; give your own with DATA=...
+# a folder with en/{train,dev}.conll and LANG/train.conll (the raw text: tags unused) for
+# each target language, LANG/test.conll where a test set exists: `spacy project assets`
+# fetches the public English, Spanish and Dutch files into project/assets; give your own with DATA=...
 DATA ?= project/assets
 SOURCE ?= en
+# the target language (of the benchmark project too), and the target languages of
+# `make conll`, comma-separated (e.g. TARGETS=de,es,fi): one set of teachers, a student per language
 TARGET ?= de
-# the development language: its dev set (DATA/DEV_LANG/dev.conll) calibrates the shipped scores
-DEV_LANG ?= es
+TARGETS ?= $(TARGET)
+# the development language: its dev set (DATA/DEV_LANG/dev.conll) calibrates the shipped
+# scores; es where DATA has es/dev.conll, else the source language
+DEV_LANG ?= $(if $(wildcard $(DATA)/es/dev.conll),es,$(SOURCE))
 # the student's score temperature (the workflow's student_temperature): 0, the rule (fitted
-# on DEV_LANG's dev set when TARGET is DEV_LANG, else 2.0, what Spanish students were fitted
+# on DEV_LANG's dev set when the target is DEV_LANG, else 2.0, what Spanish students were fitted
 # to there: `calibrate --target-lang`), or a given one
 STUDENT_TEMPERATURE ?= 0
 # seeds of more teachers for the pseudo-labels (the workflow's ensemble_seeds); empty: one teacher
@@ -70,12 +76,12 @@ test-fast: setup
 all: setup
 	cd project && ../$(PY) -m spacy project run all . $(VARS)
 
-# the same workflow on the CoNLL data in $(DATA), English -> $(TARGET), at the budget of
+# the same workflow on the CoNLL data in $(DATA), English -> $(TARGETS), at the budget of
 # the results in BENCHMARKS.md (run times: README)
 conll: setup
 	cd project && ../$(PY) -m spacy project run all . --vars.data_dir $(abspath $(DATA)) \
-	  --vars.target_lang $(TARGET) --vars.target_text $(abspath $(DATA))/$(TARGET)/train.conll \
-	  --vars.dev_lang $(DEV_LANG) --vars.student_temperature $(STUDENT_TEMPERATURE) --vars.ensemble_seeds "$(ENSEMBLE_SEEDS)" \
+	  --vars.target_langs $(TARGETS) --vars.target_text "$(abspath $(DATA))/{lang}/train.conll" \
+	  --vars.target_test "$(abspath $(DATA))/{lang}/test.conll" --vars.dev_lang $(DEV_LANG) --vars.student_temperature $(STUDENT_TEMPERATURE) --vars.ensemble_seeds "$(ENSEMBLE_SEEDS)" \
 	  --vars.soup_seeds "$(SOUP_SEEDS)" \
 	  --vars.stage1_steps $(STAGE1_STEPS) --vars.stage2_steps $(STAGE2_STEPS) \
 	  --vars.target_docs $(MAX_TARGET_DOCS) --vars.stage2_epochs $(STAGE2_EPOCHS) \

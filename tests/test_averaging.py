@@ -69,6 +69,26 @@ def test_average_is_the_elementwise_mean(two_checkpoints) -> None:
     assert float(head_of(averaged).cur_count.sum()) == 0.0
 
 
+def test_weighted_average_interpolates_the_weights_and_class_means(two_checkpoints) -> None:
+    """--weights 1,3 (normalized: 0.25 of A, 0.75 of B, the last): every weight and the
+    class means are 0.25 A + 0.75 B; the moved encoder layer is A + 0.75."""
+    a_dir, b_dir = two_checkpoints
+    a, b = spacy.load(a_dir), spacy.load(b_dir)
+    mixed = average_pipelines([a_dir, b_dir], weights=[1.0, 3.0])
+    wa, wb = head_of(a).projection[0].weight, head_of(b).projection[0].weight
+    torch.testing.assert_close(head_of(mixed).projection[0].weight, 0.25 * wa + 0.75 * wb, rtol=0, atol=1e-6)
+    name = next(n for n in encoder_parameters(a) if n.endswith("attention.self.query.weight"))
+    torch.testing.assert_close(encoder_parameters(mixed)[name], encoder_parameters(a)[name] + 0.75, rtol=0, atol=1e-6)
+    expected = 0.25 * head_of(a).class_means() + 0.75 * head_of(b).class_means()
+    torch.testing.assert_close(head_of(mixed).class_means(), expected, rtol=0, atol=1e-12)
+    # a weight of 0 leaves that pipeline out
+    alone = average_pipelines([a_dir, b_dir], weights=[0.0, 1.0])
+    assert torch.equal(head_of(alone).projection[0].weight, wb)
+    for bad in ([1.0], [0.0, 0.0], [-1.0, 2.0]):
+        with pytest.raises(ValueError, match="one weight >= 0 per pipeline"):
+            average_pipelines([a_dir, b_dir], weights=bad)
+
+
 def test_averaging_one_pipeline_with_itself_changes_nothing(trained_dir) -> None:
     before = spacy.load(trained_dir)
     averaged = average_pipelines([trained_dir, trained_dir, trained_dir])

@@ -7,6 +7,7 @@ import site
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy
 import pytest
@@ -108,7 +109,7 @@ def check_evaluate_metrics(project: Path) -> None:
         scores = metrics["results"][name]
         # the gold-token numbers are what nlp.evaluate gives the saved pipeline on the test set
         nlp = spacy.load(project / model)
-        examples = gold_examples(nlp, project / "corpus/de-test.spacy")
+        examples = gold_examples(nlp, convert_test(project))
         assert len(examples) == SAMPLE_DE_TEST_SENTENCES
         assert sum(len(eg.reference.ents) for eg in examples) == SAMPLE_DE_TEST_ENTITIES
         expected = nlp.evaluate(examples, batch_size=64)
@@ -129,6 +130,17 @@ def check_evaluate_metrics(project: Path) -> None:
         counts = json.loads((project / "metrics/de-test.per_sentence.json").read_text())["raw_text"][name]
         assert len(counts) == SAMPLE_DE_TEST_SENTENCES
         assert [sum(c[i] for c in counts) for i in range(3)] == [tp, tp + fp, tp + fn]
+
+
+def convert_test(project: Path) -> Path:
+    """The German test set the workflow read as CoNLL, converted to .spacy by the converter."""
+    from spacy_maral.corpora.conll import read_conll
+
+    path = project / "corpus" / "de-test.spacy"
+    if not path.exists():
+        nlp = spacy.blank("xx")
+        DocBin(docs=list(read_conll(project.parent / "tests" / "de.conll", vocab=nlp.vocab))).to_disk(path)
+    return path
 
 
 def check_soup(project: Path) -> None:
@@ -162,27 +174,46 @@ def check_soup(project: Path) -> None:
 @pytest.fixture(scope="module")
 def project_run_all(tiny_encoder, tmp_path_factory):
     """Run the workflow `all` in a copy of project/ on the tiny encoder and tiny budgets,
-    with a soup of two students, installing the package into a temporary virtual environment."""
+    from English labels and German raw text only (a data folder with en/train.conll and
+    en/dev.conll; a German test set elsewhere), with a soup of two students, installing
+    the package into a temporary virtual environment. Then the same run again with
+    Spanish added (raw text, no test set), from a separate process, its output kept."""
     from weasel.cli.run import project_run
 
     root = tmp_path_factory.mktemp("project")
     copy_project(root)
+    for split in ("train", "dev"):
+        (root / "data" / "en").mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / "project" / "sample" / "en" / f"{split}.conll", root / "data" / "en" / f"{split}.conll")
+    (root / "tests").mkdir()
+    shutil.copy(root / "project" / "sample" / "de" / "test.conll", root / "tests" / "de.conll")
     venv_python = make_venv(root / "venv")
     overrides = {
         "vars.encoder": str(tiny_encoder), "vars.encoder_source": "existing",
         "vars.stage1_steps": 12, "vars.stage2_steps": 8, "vars.eval_every": 4, "vars.dev_limit": 10,
         "vars.target_docs": 32, "vars.stage2_epochs": 2, "vars.install_python": str(venv_python),
-        "vars.soup_seeds": "100",
+        "vars.soup_seeds": "100", "vars.data_dir": str(root / "data"),
+        "vars.target_test": str(root / "tests" / "{lang}.conll"),
     }
     project_run(root / "project", "all", overrides=overrides)
-    return root / "project", venv_python
+    project = root / "project"
+    first = {path: (project / path).stat().st_mtime_ns for path in REUSED}
+    argv = [sys.executable, "-m", "spacy", "project", "run", "all", str(project)]
+    for key, value in {**overrides, "vars.target_langs": "de,es"}.items():
+        argv += [f"--{key}", str(value)]
+    second = subprocess.run(argv, capture_output=True, text=True, cwd=project)
+    return SimpleNamespace(project=project, venv_python=venv_python, first=first, second=second)
+
+
+# what the run with Spanish added must not train again
+REUSED = ("training/teacher/model-best/maral_ner/model", "training/ensemble/teachers.json", "training/student-de/model/maral_ner/model")
 
 
 @pytest.mark.slow
 def test_project_workflow_all_produces_every_output(project_run_all) -> None:
-    project, _ = project_run_all
+    project = project_run_all.project
     for path in [
-        "corpus/en-train.spacy", "corpus/en-dev.spacy", "corpus/de-test.spacy", "corpus/de-pseudo/summary.json",
+        "corpus/en-train.spacy", "corpus/en-dev.spacy", "corpus/de-pseudo/summary.json",
         "training/teacher/model-best", "training/adapt-de/students.json", "training/adapt-de/student-s0/model-last",
         "training/adapt-de/student-s0/diagnostics.jsonl", "training/adapt-de/student-s100/model-last", "training/student-de/model",
         "metrics/de-test.json", "metrics/de-predictions.html", "metrics/de-guard.json",
@@ -210,18 +241,46 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
     assert sorted(teachers) == ["1", "2"]
     manifest = json.loads((project / "corpus/de-pseudo/_manifest.json").read_text())
     assert len(manifest["ensemble_head_sha256"]) == 2
-    dist = project / "packages" / "xx_maral_ner-0.1.0" / "dist"
+    dist = project / "packages" / "de" / "xx_maral_ner-0.1.0" / "dist"
     assert sorted(p.suffix for p in dist.iterdir()) == [".gz", ".whl"]
     # the exported pipeline carries no training-only adaptation state
-    assert not (project / "packages" / "pipeline" / "maral_ner" / "adaptation").exists()
+    assert not (project / "packages" / "de" / "pipeline" / "maral_ner" / "adaptation").exists()
     assert (project / "training/student-de/model/maral_ner/adaptation").exists()
+
+
+@pytest.mark.slow
+def test_a_language_added_to_a_finished_run_trains_only_itself(project_run_all) -> None:
+    """The run again with Spanish added: the teachers and the German student are kept (not
+    trained again), German is only packaged again under its name in a run of several
+    languages, Spanish (raw text, no test set) is trained, guarded, packaged and loads;
+    the run prints each language's outcome and the guard's choice."""
+    project, second = project_run_all.project, project_run_all.second
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    for path, mtime in project_run_all.first.items():
+        assert (project / path).stat().st_mtime_ns == mtime, f"{path} was written again"
+    assert (project / "training/student-es/model/maral_ner/model").exists()
+    outcomes = json.loads((project / "metrics/languages.json").read_text())["languages"]
+    assert {lang: o["status"] for lang, o in outcomes.items()} == {"de": "shipped", "es": "shipped"}
+    assert {lang: o["package"] for lang, o in outcomes.items()} == {"de": "maral_ner_de", "es": "maral_ner_es"}
+    assert outcomes["es"]["test_f1"] is None and set(outcomes["de"]["test_f1"]) == {"zero-shot", "maral"}
+    assert outcomes["es"]["shipped"] in ("student", "teacher")
+    assert "no test set at" in second.stdout + second.stderr
+    assert "finished earlier" not in second.stdout  # German's package name changed: packaged again
+    table = second.stdout[second.stdout.index("guard shipped"):]
+    assert "xx_maral_ner_es" in table and "not scored (no test set)" in table
+    for lang in ("de", "es"):
+        assert (project / "packages" / lang / f"xx_maral_ner_{lang}-0.1.0" / "dist").exists()
+    python = project_run_all.venv_python
+    out = subprocess.run([str(python), "-c", "import spacy; print(spacy.load('xx_maral_ner_es').pipe_names)"],
+                         capture_output=True, text=True, cwd=project.parent)
+    assert "maral_ner" in out.stdout, out.stderr
 
 
 @pytest.mark.slow
 def test_installed_wheel_loads_from_any_directory(project_run_all, tmp_path) -> None:
     """spacy.load("xx_maral_ner") in the temporary venv, from an unrelated directory, with
     the encoder inside the package, predicts what the trained directory predicts."""
-    project, venv_python = project_run_all
+    project, venv_python = project_run_all.project, project_run_all.venv_python
     text = "Die SPD-Fraktion in Baden-Württemberg nahm Laura Schmidt am Freitag fest."
     script = (
         "import json, spacy, xx_maral_ner\n"
@@ -364,19 +423,35 @@ def test_project_assets_are_checksummed_public_conll_files() -> None:
 
 
 @pytest.mark.parametrize("target", ["de", "es"])
-def test_make_conll_defaults_ensemble_and_student_temperature(target) -> None:
+def test_make_conll_defaults_ensemble_and_student_temperature(target, tmp_path) -> None:
     """make conll's defaults: three teachers, no soup, and the student's temperature by the rule
     (0: fitted on the development language es only when that is the target, 2.0
     elsewhere), which the shipped student's calibrate step (soup) applies from its target language."""
     root = Path(__file__).resolve().parents[1]
-    run = subprocess.run(["make", "-n", "-C", str(root), "conll", "DATA=/data", f"TARGET={target}"],
+    data = tmp_path / "data"
+    (data / "es").mkdir(parents=True)
+    (data / "es" / "dev.conll").write_text("Madrid B-LOC\n", encoding="utf8")
+    run = subprocess.run(["make", "-n", "-C", str(root), "conll", f"DATA={data}", f"TARGET={target}"],
                          capture_output=True, text=True, check=True)
     line = " ".join(run.stdout.replace("\\\n", " ").split())
     assert '--vars.ensemble_seeds "1,2"' in line
     assert '--vars.soup_seeds ""' in line
     assert "--vars.student_temperature 0 " in line
-    assert f"--vars.target_lang {target} " in line and "--vars.dev_lang es " in line
+    assert f"--vars.target_langs {target} " in line and "--vars.dev_lang es " in line
     soup = next(c for c in srsly.read_yaml(root / "project" / "project.yml")["commands"] if c["name"] == "soup")
     calibrate = " ".join(next(line for line in soup["script"] if "spacy_maral calibrate" in line).split())
     assert "--temperature ${vars.student_temperature} --target-lang ${vars.target_lang}" in calibrate
     assert "--lang ${vars.dev_lang}" in calibrate
+
+
+def test_make_conll_needs_no_development_language(tmp_path) -> None:
+    """Without DATA/es/dev.conll the scores are calibrated on the source dev set; several
+    targets go to the workflow as target_langs, with each language's text and test set."""
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(["make", "-n", "-C", str(root), "conll", f"DATA={tmp_path}", "TARGETS=de,fi"],
+                         capture_output=True, text=True, check=True)
+    line = " ".join(run.stdout.replace("\\\n", " ").split())
+    assert "--vars.dev_lang en " in line
+    assert "--vars.target_langs de,fi " in line
+    assert f'--vars.target_text "{tmp_path}/{{lang}}/train.conll"' in line
+    assert f'--vars.target_test "{tmp_path}/{{lang}}/test.conll"' in line

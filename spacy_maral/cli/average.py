@@ -13,6 +13,7 @@ def average_command(
     output: Path = typer.Option(..., "--output", "-o", help="Where to write the averaged pipeline (a new or empty folder, or one this command wrote)."),
     snapshots: Optional[Path] = typer.Option(None, "--snapshots", help="A snapshot folder of the epoch hook (snapshot_dir): its step-NNNNNN pipelines from --from-step on are averaged too, before INPUTS, in step order. A missing or empty folder adds none."),
     from_step: int = typer.Option(0, "--from-step", help="With --snapshots: the first step whose snapshot is averaged."),
+    weights: Optional[str] = typer.Option(None, "--weights", help="One weight per pipeline averaged, comma-separated, in order (--runs' and --snapshots' first, then INPUTS), normalized to sum to 1; e.g. TEACHER STUDENT --weights 0.5,0.5 interpolates a teacher and its student (WiSE-FT). Default: the uniform mean."),
     runs: Optional[Path] = typer.Option(None, "--runs", help="The students.json of `train-students` (or a teachers.json): the runs it lists are averaged too, before INPUTS, in seed order. One that lists none adds none (a soup that is off: the output is INPUTS' mean)."),
 ) -> None:
     """Average the trainable weights of pipelines (checkpoint averaging, model soups).
@@ -44,9 +45,16 @@ def average_command(
             if not (Path(path) / "config.cfg").is_file():
                 raise ValueError(f"{path} is not a pipeline directory (no config.cfg)")
         # spacy.load as saved: the output keeps the last input's runtime settings
-        nlp = average_pipelines(inputs, progress=lambda i, n, p: msg.info(f"[{i}/{n}] loading {p}"))
+        factors = None
+        if weights is not None:
+            try:
+                factors = [float(w) for w in weights.split(",")]
+            except ValueError as err:
+                raise ValueError(f"--weights {weights!r}: give numbers separated by commas") from err
+        nlp = average_pipelines(inputs, progress=lambda i, n, p: msg.info(f"[{i}/{n}] loading {p}"), weights=factors)
     except (OSError, ValueError) as err:
         msg.fail(f"average failed: {err}", exits=1)
     with replace_owned_dir(output, "average --output") as tmp:
         nlp.to_disk(tmp)
-    msg.good(f"the mean of {len(inputs)} pipelines' weights written to {output}")
+    kind = "weighted mean" if weights is not None else "mean"
+    msg.good(f"the {kind} of {len(inputs)} pipelines' weights written to {output}")

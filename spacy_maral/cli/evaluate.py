@@ -51,6 +51,7 @@ def evaluate_command(
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Docs per nlp.pipe batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
     precision: str = precision_option(),
+    if_exists: bool = typer.Option(False, "--if-exists", help="A TEST_PATH that does not exist is no test set: say so, write --output saying nothing was scored, and exit 0."),
 ) -> None:
     """Score each pipeline twice on the same test set: on the gold tokens (spaCy's NER
     scorer) and on the raw text (the sentences detokenized, run through the whole
@@ -78,6 +79,11 @@ def evaluate_command(
     if gpu_id >= 0:
         require_gpu(gpu_id)
     msg = cli_printer()
+    if if_exists and not test_path.exists():
+        msg.warn(f"evaluate: no test set at {test_path}: nothing scored (the pipelines are not evaluated)")
+        if output is not None:
+            atomic_write_text(output, json.dumps({"test": None, "looked_for": str(test_path), "results": {}}, indent=2))
+        return
     results = {}
     nlp = None
     try:

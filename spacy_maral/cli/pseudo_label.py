@@ -40,7 +40,7 @@ def pseudo_label_command(
 
     from thinc.api import require_gpu
 
-    from spacy_maral.corpora.target_text import check_target_path
+    from spacy_maral.corpora.text_check import check_target_text
     from spacy_maral.inference.engines import make_engine
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
@@ -54,8 +54,9 @@ def pseudo_label_command(
             check_inference_tau(inference_tau)
         except ValueError as err:
             raise typer.BadParameter(str(err), param_hint="--inference-tau") from err
-    try:
-        check_target_path(input_path)  # before the GPU starts and any teacher is loaded
+    try:  # before the GPU starts, any teacher is loaded or OUTPUT_DIR is touched
+        for warning in check_target_text(input_path, lang or "xx").warnings:
+            typer.secho(f"pseudo-label: {warning}", fg=typer.colors.YELLOW, err=True)
     except ValueError as err:
         typer.secho(f"pseudo-label failed: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(code=1) from err

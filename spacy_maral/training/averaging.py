@@ -80,9 +80,11 @@ def average_pipelines(
     paths: Sequence[Path],
     load: Optional[Callable[[Path], Language]] = None,
     progress: Optional[Callable[[int, int, Path], None]] = None,
+    weights: Optional[Sequence[float]] = None,
 ) -> Language:
     """Load the pipelines at `paths` and return the last one with the mean of all their
-    weights and of maral_ner's class means.
+    weights and of maral_ner's class means (or their weighted mean: e.g. a teacher and
+    its student with weights 1 - a and a, the interpolation of WiSE-FT).
 
     The sums are kept in float64 and rounded once, so weights that are equal in every
     input (frozen ones) come out unchanged, bit for bit. The class means are left as a
@@ -93,15 +95,21 @@ def average_pipelines(
     load (Optional[Callable[[Path], Language]]): how to load one (default spacy.load).
     progress (Optional[Callable[[int, int, Path], None]]): called as (i, n, path) before
         each pipeline is loaded.
+    weights (Optional[Sequence[float]]): one non-negative weight per path, in order
+        (normalized to sum to 1); None: the uniform mean.
     RETURNS (Language): the last pipeline of `paths`, its weights replaced by the mean.
-    RAISES (ValueError): no paths, or a pipeline whose pipes, labels or weight shapes differ
-        from the last one's (named in the message).
+    RAISES (ValueError): no paths, weights that are not one per path or not positive in
+        sum, or a pipeline whose pipes, labels or weight shapes differ from the last one's
+        (named in the message).
     """
     import spacy
 
     paths = [Path(p) for p in paths]
     if not paths:
         raise ValueError("average: no pipelines given")
+    factors = [1.0] * len(paths) if weights is None else [float(w) for w in weights]
+    if len(factors) != len(paths) or min(factors) < 0 or sum(factors) <= 0:
+        raise ValueError(f"average: give one weight >= 0 per pipeline, not all 0 ({len(paths)} pipelines, weights {list(factors)})")
     load = load or (lambda p: spacy.load(p))
     n = len(paths)
     if progress:
@@ -110,8 +118,8 @@ def average_pipelines(
     base_refs = pipeline_weights(base)
     if not base_refs:
         raise ValueError(f"average: {paths[-1]} has no trainable weights")
-    sums = {key: read().astype(numpy.float64) for key, (read, _) in base_refs.items()}
-    mean_sums = class_means_of(base)
+    sums = {key: factors[-1] * read().astype(numpy.float64) for key, (read, _) in base_refs.items()}
+    mean_sums = {name: factors[-1] * means for name, means in class_means_of(base).items()}
     base_labels = _labels(base)
     for i, path in enumerate(paths[:-1], start=2):
         if progress:
@@ -132,13 +140,14 @@ def average_pipelines(
                     f"average: the weight {key} of {path} has the shape {value.shape}, "
                     f"{sums[key].shape} in {paths[-1]}: another architecture"
                 )
-            sums[key] += value
+            sums[key] += factors[i - 2] * value
         for name, means in class_means_of(other).items():
-            mean_sums[name] += means
+            mean_sums[name] += factors[i - 2] * means
         del other
+    total = sum(factors)
     for key, (_, write) in base_refs.items():
-        write(sums[key] / n)
-    set_class_means(base, {name: total / n for name, total in mean_sums.items()})
+        write(sums[key] / total)
+    set_class_means(base, {name: value / total for name, value in mean_sums.items()})
     return base
 
 

@@ -1,0 +1,47 @@
+"""`python -m spacy_maral check-text`: are the raw target texts fit to train on?"""
+import typer
+
+from spacy_maral.cli._app import app
+
+
+@app.command("check-text")
+def check_text_command(
+    langs: str = typer.Argument(..., help="The target languages, comma-separated spaCy codes, e.g. de or de,es,fi."),
+    text: str = typer.Option(..., "--text", help="Each language's raw text: a path, with {lang} where the language code goes (e.g. data/{lang}.txt). Plain text (one sentence a line), CoNLL-style (tags unused) or .spacy."),
+    source_lang: str = typer.Option("en", "--source-lang", help="The labelled source language: a warning when a text looks more like it than like its own language."),
+    min_sentences: int = typer.Option(0, "--min-sentences", min=0, help="The fewest sentences a text must have: the run's budget of target sentences (0 = any)."),
+) -> None:
+    """Check each language's raw text before anything trains: errors (a missing file, an
+    unknown language code, an empty or whitespace-only text, fewer sentences than
+    --min-sentences) stop with exit status 1 after every language was checked; doubts (a
+    text mostly in the source language, or in another script than its language's) are
+    printed as warnings with their figures.
+    """
+    from spacy_maral.corpora.text_check import check_target_text
+    from spacy_maral.languages import lang_path, split_langs
+    from spacy_maral.util import cli_printer
+
+    msg = cli_printer()
+    try:
+        codes = split_langs(langs)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="LANGS") from err
+    failed = []
+    for lang in codes:
+        path = lang_path(text, lang)
+        try:
+            report = check_target_text(path, lang, source_lang=source_lang, min_sentences=min_sentences)
+        except ValueError as err:
+            failed.append(lang)
+            msg.fail(f"{lang}: {err}")
+            continue
+        figures = [f"{report.sentences} sentences"]
+        if report.source_share is not None:
+            figures.append(f"{report.source_share:.0%} of sentences lean {source_lang} by stopwords")
+        if report.script_share is not None:
+            figures.append(f"{report.script_share:.0%} of letters in {lang}'s script")
+        msg.good(f"{lang}: {path}: {', '.join(figures)}")
+        for warning in report.warnings:
+            msg.warn(f"{lang}: {warning}")
+    if failed:
+        msg.fail(f"check-text: the text of {', '.join(failed)} can't be used; nothing was trained", exits=1)

@@ -1,0 +1,181 @@
+"""Many target languages in one run (spacy_maral.languages) and the raw-text check before
+anything trains (spacy_maral.corpora.text_check, `check-text`)."""
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from spacy_maral.__main__ import app
+from spacy_maral.corpora.text_check import check_target_text, script_share, source_share
+from spacy_maral.languages import SUMMARY, package_name, run_languages, split_langs
+
+GERMAN = "Die Regierung in Berlin hat am Montag den neuen Haushalt vorgestellt, der auch für die Länder gilt."
+ENGLISH = "The government in Berlin presented the new budget on Monday, which also applies to the states."
+FINNISH = "Hallitus esitteli maanantaina uuden talousarvion, joka koskee myös kuntia ja niiden asukkaita."
+RUSSIAN = "Правительство в Берлине представило в понедельник новый бюджет."
+
+
+def write(path: Path, lines) -> Path:
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf8")
+    return path
+
+
+# ------------------------------------------------------------- the raw-text check
+
+
+def test_the_text_check_counts_sentences_and_passes_a_text_in_its_language(tmp_path) -> None:
+    report = check_target_text(write(tmp_path / "de.txt", [GERMAN, "", "  ", GERMAN]), "de", source_lang="en", min_sentences=2)
+    assert report.sentences == 2
+    assert report.source_share == 0.0 and report.script_share == 1.0
+    assert report.warnings == []
+
+
+@pytest.mark.parametrize("content,message", [
+    ("", "is empty"),
+    ("  \n\t\n \n", "no sentence"),
+])
+def test_an_empty_or_whitespace_text_is_an_error(tmp_path, content, message) -> None:
+    path = tmp_path / "fi.txt"
+    path.write_text(content, encoding="utf8")
+    with pytest.raises(ValueError, match=message) as err:
+        check_target_text(path, "fi")
+    assert str(path) in str(err.value)
+
+
+def test_fewer_sentences_than_the_budget_needs_is_an_error(tmp_path) -> None:
+    path = write(tmp_path / "fi.txt", [FINNISH] * 3)
+    with pytest.raises(ValueError, match="3 sentences, fewer than the 4"):
+        check_target_text(path, "fi", min_sentences=4)
+    assert check_target_text(path, "fi", min_sentences=3).sentences == 3
+
+
+def test_an_unknown_language_code_is_an_error(tmp_path) -> None:
+    with pytest.raises(ValueError, match="unknown language code 'xy'"):
+        check_target_text(write(tmp_path / "t.txt", [FINNISH]), "xy")
+
+
+def test_a_text_in_the_source_language_is_a_warning_with_its_share(tmp_path) -> None:
+    path = write(tmp_path / "de.txt", [ENGLISH] * 3 + [GERMAN])
+    report = check_target_text(path, "de", source_lang="en")
+    assert report.source_share == pytest.approx(0.75)
+    assert len(report.warnings) == 1 and "75% of the sentences" in report.warnings[0] and str(path) in report.warnings[0]
+
+
+def test_a_text_in_another_script_is_a_warning_with_its_share(tmp_path) -> None:
+    report = check_target_text(write(tmp_path / "ru.txt", [FINNISH]), "ru")
+    assert report.script_share == 0.0
+    assert any("0% of the letters" in w and "cyrillic" in w for w in report.warnings)
+    assert script_share([RUSSIAN], "ru") == 1.0
+    # letters of both scripts, counted one by one: "Ab" + "Бв" is half Cyrillic
+    assert script_share(["Ab Бв"], "ru") == 0.5
+
+
+def test_source_share_votes_by_the_stopwords_one_language_has_and_the_other_not() -> None:
+    # "the", "which", "also" are English-only; "die", "der", "auch", "für" German-only
+    assert source_share([ENGLISH], "de", "en") == 1.0
+    assert source_share([GERMAN], "de", "en") == 0.0
+    assert source_share(["Berlin 2024"], "de", "en") is None  # no stopword of either
+
+
+def test_check_text_checks_every_language_then_fails_naming_each(tmp_path) -> None:
+    write(tmp_path / "de.txt", [GERMAN] * 5)
+    (tmp_path / "fi.txt").write_text("\n \n", encoding="utf8")
+    result = CliRunner().invoke(app, ["check-text", "de,fi,es", "--text", str(tmp_path / "{lang}.txt"), "--min-sentences", "2"])
+    assert result.exit_code == 1
+    out = " ".join(result.output.split())
+    assert "de: " in out and "5 sentences" in out
+    assert "fi: " in out and "no sentence" in out
+    assert "es: " in out and "does not exist" in out
+    assert "the text of fi, es can't be used" in out
+
+
+# ------------------------------------------------------------------- languages
+
+
+def test_split_langs_and_package_names() -> None:
+    assert split_langs(" de, es,,fi,de ") == ["de", "es", "fi"]
+    with pytest.raises(ValueError):
+        split_langs(" , ")
+    assert package_name("maral_ner", "de", 1) == "maral_ner"
+    assert package_name("maral_ner", "de", 3) == "maral_ner_de"
+
+
+class FakeProject:
+    """Runs the per-language workflow by writing what it would: a guard verdict and, where
+    a test set exists, a metrics file; fails for the languages in `fail`."""
+
+    def __init__(self, root: Path, fail=()) -> None:
+        self.root, self.fail, self.calls = root, set(fail), []
+        for name in ("training/teacher/model-best/maral_ner/model", "training/ensemble/teachers.json"):
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text("weights", encoding="utf8")
+
+    def __call__(self, argv) -> int:
+        target, lang = argv[5], argv[argv.index("--vars.target_lang") + 1]
+        self.calls.append((target, lang))
+        if lang in self.fail:
+            return 2
+        metrics = self.root / "metrics"
+        metrics.mkdir(exist_ok=True)
+        (metrics / f"{lang}-guard.json").write_text(json.dumps({"chosen": "student", "chosen_path": "s"}), encoding="utf8")
+        if Path(argv[argv.index("--vars.target_test") + 1]).exists():
+            f1 = {"zero-shot": {"raw_text": {"ents_f": 0.5}}, "maral": {"raw_text": {"ents_f": 0.6}}}
+            (metrics / f"{lang}-test.json").write_text(json.dumps({"results": f1}), encoding="utf8")
+        return 0
+
+
+def run(project: FakeProject, tmp_path: Path, langs, settings=("--vars.stage2_steps", "800")):
+    return run_languages(project.root, langs, str(tmp_path / "{lang}.txt"), str(tmp_path / "{lang}.test"),
+                         "maral_ner", settings=list(settings), run=project, echo=lambda line: None)
+
+
+def test_a_failed_language_does_not_lose_the_others(tmp_path) -> None:
+    for lang in ("de", "es", "fi"):
+        write(tmp_path / f"{lang}.txt", [GERMAN])
+    write(tmp_path / "de.test", ["Berlin B-LOC"])
+    project = FakeProject(tmp_path / "project", fail={"es"})
+    outcomes = run(project, tmp_path, ["de", "es", "fi"])
+    assert [lang for _, lang in project.calls] == ["de", "es", "fi"]
+    assert {lang: o.status for lang, o in outcomes.items()} == {"de": "shipped", "es": "failed", "fi": "shipped"}
+    assert outcomes["es"].returncode == 2 and outcomes["es"].shipped is None
+    assert outcomes["de"].test_f1 == {"zero-shot": 0.5, "maral": 0.6} and outcomes["fi"].test_f1 is None
+    assert outcomes["fi"].package == "maral_ner_fi" and outcomes["fi"].shipped == "student"
+    recorded = json.loads((project.root / SUMMARY).read_text())["languages"]
+    assert {lang: o["status"] for lang, o in recorded.items()} == {"de": "shipped", "es": "failed", "fi": "shipped"}
+
+
+def test_a_run_again_trains_only_what_is_new_or_changed(tmp_path) -> None:
+    for lang in ("de", "es", "fi"):
+        write(tmp_path / f"{lang}.txt", [GERMAN])
+    project = FakeProject(tmp_path / "project", fail={"es"})
+    run(project, tmp_path, ["de", "es"])
+    project.fail, project.calls = set(), []
+    run(project, tmp_path, ["de", "es"])
+    assert project.calls == [("language", "es")]  # de is kept; es failed before: run again
+    project.calls = []
+    run(project, tmp_path, ["de", "es", "fi"])  # one language more
+    assert project.calls == [("language", "fi")]
+    project.calls = []
+    write(tmp_path / "es.txt", [GERMAN, GERMAN])  # its text changed
+    run(project, tmp_path, ["de", "es", "fi"])
+    assert project.calls == [("language", "es")]
+    project.calls = []
+    (project.root / "training/teacher/model-best/maral_ner/model").write_text("other", encoding="utf8")  # new teachers
+    run(project, tmp_path, ["de", "fi"])
+    assert project.calls == [("language", "de"), ("language", "fi")]
+    project.calls = []
+    run(project, tmp_path, ["de", "fi"], settings=("--vars.stage2_steps", "400"))  # other settings
+    assert project.calls == [("language", "de"), ("language", "fi")]
+
+
+def test_a_language_whose_package_name_changes_is_only_packaged_again(tmp_path) -> None:
+    for lang in ("de", "fi"):
+        write(tmp_path / f"{lang}.txt", [GERMAN])
+    project = FakeProject(tmp_path / "project")
+    outcomes = run(project, tmp_path, ["de"])
+    assert outcomes["de"].package == "maral_ner"
+    project.calls = []
+    outcomes = run(project, tmp_path, ["de", "fi"])
+    assert project.calls == [("package", "de"), ("language", "fi")]
+    assert outcomes["de"].package == "maral_ner_de"
