@@ -223,7 +223,7 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
     check_evaluate_metrics(project)
     check_soup(project)
     # the calibrated temperatures are stored in the pipelines
-    # (the students are taken at model-last: BENCHMARKS.md, protocol point 2)
+    # (the students are taken at model-last: benchmarks/PROTOCOL.md, rule 2)
     for run, model in (("teacher", "model-best"), ("student-de", "model")):
         calibration = json.loads((project / f"training/{run}/calibration.json").read_text())
         stored = json.loads((project / f"training/{run}/{model}/maral_ner/cfg").read_text())
@@ -232,7 +232,7 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
     assert spacy.load(project / "training/teacher/model-best").config["nlp"]["tokenizer"]["lang"] == "en"
     student_config = spacy.load(project / "training/student-de/model").config.interpolate()
     assert student_config["nlp"]["tokenizer"]["lang"] == "de"
-    # the student starts from the teacher's weights (the default stage 2: BENCHMARKS.md, protocol rule 3)
+    # the student starts from the teacher's weights (the default stage 2: benchmarks/PROTOCOL.md, rule 3)
     assert student_config["initialize"]["after_init"]["init_from"] == "training/teacher/model-best"
     summary = json.loads((project / "corpus/de-pseudo/summary.json").read_text())
     assert summary["sentences"] == 400  # sample/de/train.txt, one sentence a line

@@ -1,4 +1,4 @@
-"""Tables of the protocol's seed runs (scripts/seed_runs.sh; docs/protocol.md).
+"""Tables of the protocol's seed runs (scripts/seed_runs.sh; benchmarks/PROTOCOL.md).
 
     python scripts/seed_report.py RUNS_DIR [--bootstrap] [--output REPORT.md] [--json RESULT.json [--keep]]
 
@@ -14,7 +14,7 @@ the teacher and against self-training (ST), and of W against warm-started self-t
 ensemble's labels), writing RUNS_DIR/bootstrap-s{SEED}-{LANG}-{A}-vs-{B}.json.
 
 Last, where P runs exist, the protocol's choice of the default stage 2 between P and W
-(docs/protocol.md, rule 3), from the guard files alone (no test score):
+(benchmarks/PROTOCOL.md, rule 3), from the guard files alone (no test score):
 more guard passes over the runs wins; on a tie the higher mean en/dev raw-text F1 of
 `model-last`; within 0.5 F1, P. It says which runs are still missing. --output writes the markdown there instead of
 printing it.

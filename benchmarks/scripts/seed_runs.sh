@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The runs of the protocol (docs/protocol.md), one step at a time, with the product
+# The runs of the protocol (benchmarks/PROTOCOL.md), one step at a time, with the product
 # workflow's commands and CoNLL budget. Models, logs and JSON go to $RUNS (git-ignored);
 # nothing here reads a target test set except `evaluate`. Run from anywhere; paths are
 # relative to benchmarks/ (this project's folder).
@@ -43,7 +43,7 @@
 # whose dev set ($CORPUS/DEV_LANG-dev.spacy) calibrates the scores, as the workflow's
 # dev_lang (the amended protocol: es). STUDENT_TEMPERATURE (0, the workflow's): a student's
 # score temperature; 0 is the workflow's rule, fitted on DEV_LANG's dev set when LANG is
-# DEV_LANG, else 2.0 (docs/protocol.md). TRAIN_ARGS: more
+# DEV_LANG, else 2.0 (benchmarks/PROTOCOL.md). TRAIN_ARGS: more
 # `spacy train` overrides for both stages (e.g. "--system.gpu_allocator null").
 # Stage-1 seed 0 may be an existing teacher: RUNS/teacher-s0 can be a link to it.
 set -euo pipefail

@@ -12,7 +12,9 @@ where CLAIM is a file benchmarks/results/CLAIM.json. Its table NAME is either co
 from the file's measurements (the functions in COMPUTED, e.g. the three-seed means from
 the per-seed F1 of every run) or stored in its "tables" entry as the columns and rows of
 the measurement as it was reported (for results whose raw files were never kept).
-Everything between the two markers is rewritten, keeping the marker's indentation.
+One table is not one claim's: `results/index` lists every results file with its date and
+the machine it ran on. Everything between the two markers is rewritten, keeping the
+marker's indentation.
 --check writes nothing and exits 1 when a table differs from what the results give.
 """
 import json
@@ -237,7 +239,33 @@ def final_acceptance(result: dict) -> tuple:
     return ["criterion", "required", "measured", "met"], rows
 
 
+def headline(result: dict) -> tuple:
+    """Per language: the teacher's and the shipped student's raw-text F1 over the seeds, the
+    student's gain per seed with its paired-bootstrap interval and their mean, and the
+    test-set ECE of both at their stored temperatures."""
+    rows, default = [], result["default"]
+    for lang in result["langs"]:
+        teacher, student = _over_seeds(result, "teacher", lang), _over_seeds(result, default, lang)
+        boots = [_bootstrap(result, r["seed"], lang, default, "teacher") for r in student]
+        rows.append([f"{lang}/test", len(student), _mean_sd([r["raw_text_f1"] for r in teacher]),
+                     f"**{_mean_sd([r['raw_text_f1'] for r in student])}**",
+                     f"**{signed(mean(b['difference'] for b in boots))}**",
+                     ", ".join(_interval(b) for b in boots),
+                     ", ".join(f"{r['test_scores']['ece']:.3f}" for r in teacher),
+                     ", ".join(f"{r['test_scores']['ece']:.3f}" for r in student)])
+    columns = ["test set", "seeds", "teacher F1", "student F1", "gain", "gain per seed [95%]",
+               "teacher ECE per seed", "student ECE per seed"]
+    return columns, rows
+
+
+def stored_rows(result: dict, table: str, rows: tuple) -> tuple:
+    """Some rows of a stored table, with its columns."""
+    stored = result["tables"][table]
+    return stored["columns"], [stored["rows"][i] for i in rows]
+
+
 COMPUTED = {
+    "three-seed-ensemble/headline": headline,
     "three-seed-protocol/means": three_seed_means,
     "three-seed-protocol/warm-self-training-means": warm_self_training_three_seeds,
     "three-seed-protocol/bootstrap-seed-1": lambda r: seed_bootstraps(r, 1),
@@ -254,6 +282,14 @@ COMPUTED = {
     # German seed 2 of E again, beside ST-W, on retrained teachers (a pair of its own)
     "german-seed2-ablation/seeds": final_seeds,
     "german-seed2-ablation/scores": final_scores,
+    # the whole run and its teacher step (the timing rules read both)
+    "workflow-conll-german-soup/whole": lambda r: stored_rows(r, "steps", (0, 1)),
+    "workflow-conll-german-soup-side-by-side/whole": lambda r: stored_rows(r, "steps", (0, 1)),
+    # the guard's figures over all the students (the file has the groups too)
+    "guard-predictors/all-students": lambda r: stored_rows(r, "predictors", tuple(
+        i for i, row in enumerate(r["tables"]["predictors"]["rows"]) if row[0] == "all students")),
+    # the bare length-sorted encoder against annotate end to end
+    "annotate-throughput/against-the-encoder": lambda r: stored_rows(r, "host-side", (2, 4)),
 }
 
 
@@ -267,7 +303,26 @@ def load_result(claim: str) -> dict:
     return json.loads(path.read_text(encoding="utf8"))
 
 
+def machine_kind(machine: str) -> str:
+    """The machine of a results file up to its first ";" (its load and threads follow in
+    the file), parentheses closed."""
+    kind = machine.split(";")[0].strip()
+    return kind + ")" * (kind.count("(") - kind.count(")"))
+
+
+def results_index() -> tuple:
+    """Every results file: its date, the machine it ran on and its claim."""
+    rows = []
+    for path in sorted(RESULTS.glob("*.json")):
+        result = json.loads(path.read_text(encoding="utf8"))
+        rows.append([f"[{path.stem}](benchmarks/results/{path.name})", result["date"], machine_kind(result["machine"]),
+                     result["claim"].replace("|", "/")])
+    return ["results file", "date", "machine", "claim"], rows
+
+
 def table_lines(name: str, indent: str) -> list:
+    if name == "results/index":
+        return render(*results_index(), indent)
     claim, _, table = name.partition("/")
     result = load_result(claim)
     if name in COMPUTED:

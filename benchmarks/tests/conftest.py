@@ -37,3 +37,8 @@ def tables():
 @pytest.fixture(scope="module")
 def ensemble_dev():
     return _script("ensemble_dev")
+
+
+@pytest.fixture(scope="module")
+def plots():
+    return _script("plots")

@@ -1,4 +1,4 @@
-"""The protocol's rule 3 (docs/protocol.md): the
+"""The protocol's rule 3 (benchmarks/PROTOCOL.md): the
 default stage 2 between P and W is chosen from the guard files alone."""
 import json
 from pathlib import Path

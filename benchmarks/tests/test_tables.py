@@ -108,3 +108,34 @@ def test_final_seeds_pairs_w_with_one_teacher_only_where_it_ran(tables) -> None:
     assert by_system["W"][at] == "+1.50 [+0.25, +2.75]"
     assert by_system["W1"][at] == "" and by_system["W1"][4] == "63.50 (63.50)"
     assert by_system["W1"][columns.index("student - teacher [95%]")] == "+3.50 [+2.00, +5.00]"
+
+
+def test_every_table_of_the_page_is_generated(tables) -> None:
+    """No hand-written table: every table line of BENCHMARKS.md lies between markers."""
+    inside, loose = None, []
+    for n, line in enumerate((ROOT / "BENCHMARKS.md").read_text(encoding="utf8").split("\n"), start=1):
+        match = tables.MARKER.match(line)
+        if match:
+            inside = match["name"]
+        elif inside and line.strip() == f"<!-- /table:{inside} -->":
+            inside = None
+        elif line.lstrip().startswith("|") and not inside:
+            loose.append(n)
+    assert not loose, f"table lines outside the markers: {loose}"
+
+
+def test_headline_gain_is_the_mean_of_the_bootstraps(tables) -> None:
+    result = json.loads((ROOT / "benchmarks/results/three-seed-ensemble.json").read_text(encoding="utf8"))
+    columns, rows = tables.headline(result)
+    de = [b["difference"] for b in result["bootstraps"] if b["lang"] == "de" and (b["a"], b["b"]) == ("W", "teacher")]
+    assert len(de) == 3 and rows[0][0] == "de/test"
+    assert rows[0][columns.index("gain")] == f"**{sum(de) / 3:+.2f}**"
+
+
+def test_the_index_lists_every_results_file_with_its_machine(tables) -> None:
+    columns, rows = tables.results_index()
+    files = sorted(p.stem for p in (ROOT / "benchmarks" / "results").glob("*.json"))
+    assert sorted(row[0].split("]")[0].lstrip("[") for row in rows) == files
+    gpu = next(row for row in rows if "protocol-on-one-gpu" in row[0])
+    assert "H200" in gpu[columns.index("machine")]
+    assert tables.machine_kind("a (b, c; d), e") == "a (b, c)"
