@@ -24,7 +24,7 @@ TEMPERATURE_GRID = numpy.exp(numpy.linspace(numpy.log(0.05), numpy.log(20.0), 40
 #: The temperature stored in a student adapted to a language other than its dev set's:
 #: what the Spanish students were fitted to on Spanish dev (1.98 and 2.01). Fitted on a
 #: language it was not adapted to, a student comes out underconfident on its own
-#: (docs/protocol.md, the student's score temperature off the development language).
+#: (benchmarks/PROTOCOL.md, the student's score temperature off the development language).
 OFF_DEV_LANGUAGE_TEMPERATURE = 2.0
 
 

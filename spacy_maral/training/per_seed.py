@@ -21,7 +21,7 @@ from spacy_maral.fileio import atomic_write_text
 from spacy_maral.parallel import cpu_share, run_parallel
 
 # the roles, and the model of each run that is used: a teacher is selected on the source
-# dev set (model-best); a student is taken at its last step (docs/protocol.md, rule 2)
+# dev set (model-best); a student is taken at its last step (benchmarks/PROTOCOL.md, rule 2)
 ROLES: Dict[str, str] = {"teacher": "model-best", "student": "model-last"}
 RESERVED = ("--output", "-o", "--system.seed")  # set by train_per_seed for every run
 # the files a run writes besides its models, by role: a student's stage-2 log, diagnostics
