@@ -13,7 +13,7 @@ from spacy_maral.cli._app import PRECISION_HELP, app
 @app.command("export")
 def export_command(
     model: Path = typer.Argument(..., help="Trained pipeline directory (e.g. training/adapt-de/model-last)."),
-    output_dir: Path = typer.Argument(..., help="Where to write the pipeline to package."),
+    output_dir: Path = typer.Argument(..., help="Where to write the pipeline to package: a new or empty folder, or one this command wrote. Files in it that export did not write are kept."),
     name: str = typer.Option("maral_ner", "--name", help="meta.json name (the package becomes LANG_NAME)."),
     version: str = typer.Option("0.1.0", "--version", help="meta.json version."),
     guard: Optional[Path] = typer.Option(None, "--guard", help="The verdict of `spacy_maral guard`: export the pipeline it chose (the teacher when the student is not trusted) instead of MODEL."),
@@ -55,8 +55,12 @@ def export_command(
     nlp.meta["name"] = name
     nlp.meta["version"] = version
     nlp.meta.setdefault("description", "Cross-lingual NER (spacy-maral: large-margin vMF span classifier)")
-    with replace_owned_dir(output_dir, "export") as tmp:
-        nlp.to_disk(tmp)
+    try:  # files in OUTPUT_DIR that export did not write are kept (fileio.replace_dir)
+        with replace_owned_dir(output_dir, "export") as tmp:
+            nlp.to_disk(tmp)
+    except (OSError, ValueError) as err:
+        typer.secho(f"export failed: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1) from err
     typer.echo(f"{output_dir} ({nlp.lang}_{name} {version}, pipes {nlp.pipe_names}, tokenizer rules {tokenizer_lang(nlp)})")
 
 
