@@ -64,11 +64,15 @@ def benchmark_report_command(
         return System(name, Path(path), checkpoint or "model-best")
 
     systems = [make_system(n, p) for n, p in map(pair, system)]
-    run_benchmark_report(
-        systems, test_path, dev_path, output_dir, before=before, after=after,
-        speed_pair=speed.split(",") if speed else None, extra_timings={n: Path(p) for n, p in map(pair, timing)},
-        command=command, n_projection=n_projection, speed_limit=speed_limit, speed_from=speed_from, lang=lang,
-    )
+    try:
+        run_benchmark_report(
+            systems, test_path, dev_path, output_dir, before=before, after=after,
+            speed_pair=speed.split(",") if speed else None, extra_timings={n: Path(p) for n, p in map(pair, timing)},
+            command=command, n_projection=n_projection, speed_limit=speed_limit, speed_from=speed_from, lang=lang,
+        )
+    except (OSError, ValueError) as err:  # e.g. a damaged pipeline, named with its file
+        typer.secho(f"benchmark-report failed: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1) from err
 
 
 @app.command("parallel")

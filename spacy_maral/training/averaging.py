@@ -90,19 +90,20 @@ def average_pipelines(
 
     paths (Sequence[Path]): pipeline directories of the same architecture and labels
         (one alone: its weights and predictions stay as they are).
-    load (Optional[Callable[[Path], Language]]): how to load one (default spacy.load).
+    load (Optional[Callable[[Path], Language]]): how to load one (default spacy.load, naming
+        a damaged file: pipeline.folder.load_naming_the_damaged_file).
     progress (Optional[Callable[[int, int, Path], None]]): called as (i, n, path) before
         each pipeline is loaded.
     RETURNS (Language): the last pipeline of `paths`, its weights replaced by the mean.
     RAISES (ValueError): no paths, or a pipeline whose pipes, labels or weight shapes differ
         from the last one's (named in the message).
     """
-    import spacy
+    from spacy_maral.pipeline.folder import load_naming_the_damaged_file
 
     paths = [Path(p) for p in paths]
     if not paths:
         raise ValueError("average: no pipelines given")
-    load = load or (lambda p: spacy.load(p))
+    load = load or load_naming_the_damaged_file
     n = len(paths)
     if progress:
         progress(1, n, paths[-1])
