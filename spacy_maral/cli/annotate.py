@@ -15,10 +15,10 @@ def annotate_command(
     engine: str = typer.Option("local", "--engine", help="local: nlp.pipe on this machine (--n-process workers); ray: Ray actors on a local instance or a cluster."),
     input_format: str = typer.Option("auto", "--format", help="auto (by suffix: .jsonl/.ndjson/.json, .parquet, else text), text, jsonl or parquet."),
     text_field: str = typer.Option("text", "--text-field", help="JSONL key / Parquet column of the text."),
-    id_field: str = typer.Option("id", "--id-field", help="JSONL key / Parquet column of the id (optional; default id FILE:LINE)."),
+    id_field: str = typer.Option("id", "--id-field", help="JSONL key / Parquet column of the id. The default, id, may be missing (then the id is FILE:LINE); any other must be in every record."),
     partition_size: int = typer.Option(10000, "--partition-size", min=1, help="Input lines per output partition, the unit of resumption and of work."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", min=1, help="Documents per nlp.pipe batch (length-sorted within a partition)."),
-    scores_key: Optional[str] = typer.Option(None, "--scores-key", help="doc.spans key whose attrs['scores'] give the entity scores (default: maral_ner's spans_key; null scores without one)."),
+    scores_key: Optional[str] = typer.Option(None, "--scores-key", help="doc.spans key whose attrs['scores'] give the entity scores: one a component of MODEL writes (default: maral_ner's spans_key; null scores without one)."),
     max_bad_lines: int = typer.Option(0, "--max-bad-lines", min=0, help="Exit with status 3 at the end if more input lines than this were bad, or had words the encoder gave no subword (all of them are listed in OUTPUT/_errors.jsonl either way)."),
     n_process: int = typer.Option(1, "--n-process", "-n", min=1, help="local: worker processes, each loading the pipeline once."),
     threads: int = typer.Option(0, "--threads", min=0, help="torch threads per worker (0: torch's default for one process, cpu_count/N for N processes, --cpus-per-actor for Ray)."),
@@ -37,13 +37,14 @@ def annotate_command(
     OUTPUT/_errors.jsonl, and make the exit status 3 when there are more than
     --max-bad-lines of them; status 1 is a failure (e.g. the model does not load).
     """
-    from spacy_maral.inference.annotate import ERRORS, EXIT_BAD_LINES, annotate, input_files
+    from spacy_maral.inference.annotate import ERRORS, EXIT_BAD_LINES, ScoresKeyError, annotate, check_model_scores_key, input_files
     from spacy_maral.inference.engines import make_engine
 
     if engine not in ("local", "ray"):
         raise typer.BadParameter(f"{engine!r}: use local or ray", param_hint="--engine")
     try:
         input_files(input_path, input_format)  # a missing or empty input fails before the model loads
+        check_model_scores_key(model, scores_key)
         workers = make_engine(
             engine, model, n_process=n_process, threads=threads, gpu_id=gpu_id, address=address,
             num_actors=num_actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=num_gpus_per_actor,
@@ -54,6 +55,8 @@ def annotate_command(
                 workers, input_path, output_dir, fmt=input_format, text_field=text_field, id_field=id_field,
                 partition_size=partition_size, batch_size=batch_size, scores_key=scores_key, progress=progress,
             )
+    except ScoresKeyError as err:
+        raise typer.BadParameter(str(err), param_hint="--scores-key") from err
     except ImportError as err:
         typer.secho(f"annotate: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(code=1) from err

@@ -64,15 +64,34 @@ def benchmark_report_command(
         return System(name, Path(path), checkpoint or "model-best")
 
     systems = [make_system(n, p) for n, p in map(pair, system)]
+    timings = {n: Path(p) for n, p in map(pair, timing)}
+    check_names(systems, before, after, speed, timings)  # before any work: a name that matches nothing is an error
     try:
         run_benchmark_report(
             systems, test_path, dev_path, output_dir, before=before, after=after,
-            speed_pair=speed.split(",") if speed else None, extra_timings={n: Path(p) for n, p in map(pair, timing)},
+            speed_pair=speed.split(",") if speed else None, extra_timings=timings,
             command=command, n_projection=n_projection, speed_limit=speed_limit, speed_from=speed_from, lang=lang,
         )
     except (OSError, ValueError) as err:  # e.g. a damaged pipeline, named with its file
         typer.secho(f"benchmark-report failed: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(code=1) from err
+
+
+def check_names(systems: list, before: Optional[str], after: Optional[str], speed: Optional[str], timings: dict) -> None:
+    """Usage errors for options that would otherwise leave a plot, the speed block or a
+    step out of the report silently: --before, --after and --speed must name systems
+    given with --system, and each --timing file must exist."""
+    names = [s.name for s in systems]
+    for hint, value in (("--before", before), ("--after", after)):
+        if value is not None and value not in names:
+            raise typer.BadParameter(f"{value!r} is not one of the systems ({', '.join(names)})", param_hint=hint)
+    if speed:
+        pair = speed.split(",")
+        if len(pair) != 2 or any(name not in names for name in pair):
+            raise typer.BadParameter(f"{speed!r}: give two of the systems ({', '.join(names)}) as NER,MARAL", param_hint="--speed")
+    for name, path in timings.items():
+        if not path.is_file():
+            raise typer.BadParameter(f"{name}={path}: no such file", param_hint="--timing")
 
 
 @app.command("parallel")
