@@ -14,7 +14,9 @@ def measure_command(
     ctx: typer.Context,
     output: Path = typer.Argument(..., help="JSON file for the wall time and peak memory."),
 ) -> None:
-    """Run the command that follows OUTPUT (after `--`) and record its wall time and the
+    """Run a command and record its wall time and peak memory.
+
+    Runs the command that follows OUTPUT (after `--`) and records its wall time and the
     peak resident memory in OUTPUT, e.g.
     `python -m spacy_maral measure training/ner/timing.json -- python -m spacy train ...`.
     """
@@ -101,9 +103,11 @@ def parallel_command(
     log_dir: Path = typer.Option(Path("logs"), "--log-dir", help="Each command's output goes to LOG_DIR/NN-LABEL.log (NN its place in the list, LABEL from its arguments)."),
     append: str = typer.Option("", "--append", help="Arguments added to the end of every command (one quoted string), e.g. the overrides that several trainings share."),
 ) -> None:
-    """Run independent commands side by side (e.g. two trainings on a 2-core CPU, where
-    two 1-thread runs beat two 2-thread runs one after the other). Once all have ended,
-    exits with 1 if any failed, having printed the tail of each failed one's log."""
+    """Run independent commands side by side, sharing the CPU cores.
+
+    For example two trainings on a 2-core CPU, where two 1-thread runs beat two 2-thread
+    runs one after the other. Once all have ended, exits with 1 if any failed, having
+    printed the tail of each failed one's log."""
     from spacy_maral.parallel import run_parallel
 
     failed = run_parallel(commands, jobs=jobs, log_dir=log_dir, append=append)

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from spacy_maral.cli._app import app, precision_option
+from spacy_maral.cli._app import Precision, app, precision_option
 
 
 @app.command("calibrate")
@@ -16,13 +16,15 @@ def calibrate_command(
     report: Optional[Path] = typer.Option(None, "--report", help="JSON file with the temperature and the calibration before and after."),
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the dev text with this language's rules while fitting (default: the pipeline's tokenizer); the saved pipeline keeps its own."),
     limit: int = typer.Option(0, "--limit", help="Use the first N dev sentences (0 = all)."),
-    given: float = typer.Option(0.0, "--temperature", "-t", help="Store this temperature instead of fitting one (0 = fit on DEV_PATH, or the --target-lang rule); DEV_PATH is still scored at it for the report."),
-    target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language the student MODEL was adapted to. When it is not --lang (DEV_PATH's language), the student is stored with the temperature that the development language's students were fitted to (2.0) instead of a fit on DEV_PATH, unless --temperature gives one."),
+    given: float = typer.Option(0.0, "--temperature", "-t", help="Store this temperature instead of fitting one (0 = fit on DEV, or the --target-lang rule); DEV is still scored at it for the report."),
+    target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language the student MODEL was adapted to. When it is not --lang (DEV's language), the student is stored with the temperature that the development language's students were fitted to (2.0) instead of a fit on DEV, unless --temperature gives one."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
-    precision: str = precision_option(),
+    precision: Precision = precision_option(),
 ) -> None:
-    """Fit the temperature T of the reported entity scores (softmax(logits / T), stored
+    """Fit the temperature of the entity scores on a gold dev set and store it.
+
+    Fits the temperature T of the reported entity scores (softmax(logits / T), stored
     as maral_ner's `score_temperature`) on the raw text of the dev set: T minimises the
     log loss of the scores of the predicted entities against their exact correctness.
     Predictions do not change; only doc.spans[...].attrs["scores"] do. With --temperature
