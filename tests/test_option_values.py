@@ -1,7 +1,8 @@
 """An option whose value matches nothing is an error, not an empty or default output.
 
 `annotate --scores-key` (every score would be null), an `--id-field` other than the
-default (every id would silently be FILE:LINE), `benchmark-report --before/--after/
+default (every id would silently be FILE:LINE), a `--text-field` or `--id-field` for
+text files (which have no fields), `benchmark-report --before/--after/
 --speed/--timing` (a plot, the speed block or a step silently left out) and `average
 --from-step` past the last snapshot (the snapshots silently left out) are refused
 before any work, naming the value and what it could have been.
@@ -93,6 +94,15 @@ def test_an_id_field_that_matches_nothing(span_ruler_dir, corpus, tmp_path) -> N
     result, output = run(["annotate", span_ruler_dir, tmp_path / "corpus.parquet", tmp_path / "default", "--no-progress"])
     assert result.exit_code == 0, output
     assert pq.read_table(tmp_path / "default").column("id").to_pylist() == ["corpus.parquet:1"]
+
+
+@pytest.mark.parametrize("option", ["--text-field", "--id-field"])
+def test_a_field_named_for_text_files_matches_nothing(span_ruler_dir, tmp_path, option) -> None:
+    text = tmp_path / "corpus.txt"
+    text.write_text("Paris .\n", encoding="utf8")
+    result, output = run(["annotate", span_ruler_dir, text, tmp_path / "out", option, "body"])
+    assert result.exit_code == 2 and "'body'" in output and "holds text files only" in output and option in output, output
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("option,value,named", [

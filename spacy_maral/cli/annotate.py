@@ -41,7 +41,11 @@ def annotate_command(
     from spacy_maral.inference.engines import make_engine
 
     try:
-        input_files(input_path, input_format)  # a missing or empty input fails before the model loads
+        files = input_files(input_path, input_format)  # a missing or empty input fails before the model loads
+        if all(f.format == "text" for f in files):  # a field named for text files would match nothing
+            for hint, value, default in (("--text-field", text_field, "text"), ("--id-field", id_field, "id")):
+                if value != default:
+                    raise typer.BadParameter(f"{value!r}: {input_path} holds text files only (a document a line, no fields)", param_hint=hint)
         check_model_scores_key(model, scores_key)
         workers = make_engine(
             engine, model, n_process=n_process, threads=threads, gpu_id=gpu_id, address=address,
