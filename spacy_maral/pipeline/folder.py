@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, List, Optional, Union
 
+from catalogue import RegistryError
 from thinc.api import Config
 
 _OPENED: "contextvars.ContextVar[Optional[List[str]]]" = contextvars.ContextVar("spacy_maral_opened", default=None)
@@ -71,10 +72,8 @@ def _damaged_file(err: BaseException, opened: List[str], folder: Path) -> Option
     """The file of `folder` that `err` is about: one its message names, else the last one
     opened under the folder (None: the error came before any)."""
     root = os.path.abspath(folder)
-    for match in re.findall(re.escape(str(folder)) + r"[^\s'\":;,()]*", str(err)):
-        candidate = Path(match.rstrip("."))
-        if candidate != folder:
-            return candidate
+    for match in re.findall(re.escape(str(folder) + os.sep) + r"[^\s'\":;,()]+", str(err)):
+        return Path(match.rstrip("."))
     for name in reversed(opened):
         full = os.path.abspath(name)
         if full.startswith(root + os.sep) and not full.endswith((".py", ".pyc")):
@@ -85,7 +84,8 @@ def _damaged_file(err: BaseException, opened: List[str], folder: Path) -> Option
 @contextmanager
 def naming_the_damaged_file(folder: Union[str, Path]) -> Iterator[None]:
     """Within the block, an error raised while the files of `folder` are read becomes a
-    DamagedPipelineError naming the file (an ImportError, a missing package, stays as it is).
+    DamagedPipelineError naming the file (an ImportError or a RegistryError, a package or
+    a registered function that is missing, stays as it is).
 
     folder (Union[str, Path]): the pipeline folder (or one component's folder).
     RAISES (DamagedPipelineError): "FILE: can't be read (TYPE: DETAIL); the pipeline
@@ -102,7 +102,7 @@ def naming_the_damaged_file(folder: Union[str, Path]) -> Iterator[None]:
     token = _OPENED.set(opened)
     try:
         yield
-    except (DamagedPipelineError, ImportError, KeyboardInterrupt):
+    except (DamagedPipelineError, ImportError, RegistryError):  # a package or a registered function missing: not a file
         raise
     except Exception as err:
         damaged = _damaged_file(err, opened[start:], folder)
