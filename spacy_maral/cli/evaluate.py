@@ -5,7 +5,7 @@ from typing import List, Optional, Tuple
 
 import typer
 
-from spacy_maral.cli._app import app, precision_option
+from spacy_maral.cli._app import Precision, app, precision_option
 
 
 def per_sentence_path(output: Path) -> Path:
@@ -50,10 +50,12 @@ def evaluate_command(
     limit: int = typer.Option(0, "--limit", help="Score the first N test sentences (0 = all)."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Docs per nlp.pipe batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
-    precision: str = precision_option(),
+    precision: Precision = precision_option(),
     if_exists: bool = typer.Option(False, "--if-exists", help="A TEST_PATH that does not exist is no test set: say so, write --output saying nothing was scored, and exit 0."),
 ) -> None:
-    """Score each pipeline twice on the same test set: on the gold tokens (spaCy's NER
+    """Score pipelines side by side on a gold test set, on gold tokens and on raw text.
+
+    Scores each pipeline twice on the same test set: on the gold tokens (spaCy's NER
     scorer) and on the raw text (the sentences detokenized, run through the whole
     pipeline with nlp.pipe(texts), scored by exact character offsets and label). Prints
     both tables, the gold entities each pipeline can't reach (a boundary inside one of

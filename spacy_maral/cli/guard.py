@@ -1,10 +1,10 @@
 """`python -m spacy_maral guard`: should the student be trusted? (no target tags read)"""
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import typer
 
-from spacy_maral.cli._app import app, precision_option
+from spacy_maral.cli._app import Precision, app, precision_option
 
 
 @app.command("guard")
@@ -21,14 +21,16 @@ def guard_command(
     max_dev_drop: float = typer.Option(15.0, "--max-dev-drop", help="Largest allowed drop of source dev F1 (points) from teacher to student."),
     min_agreement: float = typer.Option(60.0, "--min-agreement", help="Smallest allowed student-teacher entity F1 (points) on the target text."),
     max_class_cosine: float = typer.Option(0.99, "--max-class-cosine", help="Largest allowed cosine between two classes' span-vector means."),
-    package_choice: str = typer.Option("auto", "--package-choice", help="auto (the student if trusted, else the teacher), student or teacher."),
+    package_choice: Literal["auto", "student", "teacher"] = typer.Option("auto", "--package-choice", help="auto (the student if trusted, else the teacher), student or teacher."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
-    precision: str = precision_option(),
+    precision: Precision = precision_option(),
 ) -> None:
-    """Compare student and teacher without target tags (source dev F1 on raw text,
-    agreement on the target text, class-mean collapse), say plainly whether the student
-    can be trusted, and record which pipeline to package (`export --guard`).
+    """Say whether the student can be trusted, and which pipeline to package.
+
+    Compares student and teacher without target tags (source dev F1 on raw text,
+    agreement on the target text, class-mean collapse), says plainly whether the student
+    can be trusted, and records which pipeline to package (`export --guard`).
     """
 
     from thinc.api import require_gpu
@@ -44,7 +46,7 @@ def guard_command(
         check_package_choice(package_choice)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--package-choice") from err
-    for name, path in (("DEV_PATH", dev_path), ("TARGET_TEXT", target_text)):
+    for name, path in (("DEV", dev_path), ("TARGET_TEXT", target_text)):
         try:
             check_target_path(path)
         except ValueError as err:

@@ -7,22 +7,24 @@ from typing import Optional
 
 import typer
 
-from spacy_maral.cli._app import PRECISION_HELP, app
+from spacy_maral.cli._app import Precision, app
 
 
 @app.command("export")
 def export_command(
     model: Path = typer.Argument(..., help="Trained pipeline directory (e.g. training/adapt-de/model-last)."),
-    output_dir: Path = typer.Argument(..., help="Where to write the pipeline to package."),
+    output_dir: Path = typer.Argument(..., help="Where to write the pipeline to package: a new or empty folder, or one this command wrote. Files in it that export did not write are kept."),
     name: str = typer.Option("maral_ner", "--name", help="meta.json name (the package becomes LANG_NAME)."),
     version: str = typer.Option("0.1.0", "--version", help="meta.json version."),
     guard: Optional[Path] = typer.Option(None, "--guard", help="The verdict of `spacy_maral guard`: export the pipeline it chose (the teacher when the student is not trusted) instead of MODEL."),
     lang: Optional[str] = typer.Option(None, "--lang", help="Give the pipeline this language's tokenizer rules (spacy_maral.tokenizer.v1), e.g. the target language; default: keep its own."),
-    precision: str = typer.Option("auto", "--precision", help="The encoder precision the exported pipeline loads with (its config; users override it at load time): " + PRECISION_HELP),
+    precision: Precision = typer.Option("auto", "--precision", help="The encoder's precision that the exported pipeline loads with, written in its config (users override it at load time): auto (bfloat16 where the CPU has native bfloat16, AVX512-BF16 or AMX; fp32 elsewhere), fp32 or bf16. The weights stay fp32."),
 ) -> None:
-    """Copy a trained pipeline for `spacy package`, without the training-only state
-    (the student's soft labels and neighbour index) and training-only components
-    (maral_mlm), and with a package name/version (and optionally other tokenizer rules).
+    """Copy a trained pipeline for `spacy package`, without its training-only parts.
+
+    Leaves out the training-only state (the student's soft labels and neighbour index)
+    and training-only components (maral_mlm), and gives the pipeline a package name and
+    version (and optionally other tokenizer rules).
     """
 
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
@@ -55,8 +57,12 @@ def export_command(
     nlp.meta["name"] = name
     nlp.meta["version"] = version
     nlp.meta.setdefault("description", "Cross-lingual NER (spacy-maral: large-margin vMF span classifier)")
-    with replace_owned_dir(output_dir, "export") as tmp:
-        nlp.to_disk(tmp)
+    try:  # files in OUTPUT_DIR that export did not write are kept (fileio.replace_dir)
+        with replace_owned_dir(output_dir, "export") as tmp:
+            nlp.to_disk(tmp)
+    except (OSError, ValueError) as err:
+        typer.secho(f"export failed: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1) from err
     typer.echo(f"{output_dir} ({nlp.lang}_{name} {version}, pipes {nlp.pipe_names}, tokenizer rules {tokenizer_lang(nlp)})")
 
 
@@ -82,9 +88,11 @@ def install_package_command(
     check_file: Optional[Path] = typer.Option(None, "--check-file", help="After installing, spacy.load the package from another directory and label the first sentences of this corpus."),
     n: int = typer.Option(3, "--n", help="Sentences of --check-file to label."),
 ) -> None:
-    """pip-install the newest wheel in DIST_DIR with --no-deps (the pipeline's
+    """Install the newest wheel of DIST_DIR and check that it loads.
+
+    pip-installs the newest wheel in DIST_DIR with --no-deps (the pipeline's
     dependencies, spacy-maral included, are already in the environment that built it),
-    then check that `spacy.load(package)` works outside the project directory.
+    then checks that `spacy.load(package)` works outside the project directory.
     """
     wheels = sorted(Path(dist_dir).glob("*.whl"), key=lambda p: p.stat().st_mtime)
     if not wheels:

@@ -4,7 +4,7 @@ from typing import List, Optional
 
 import typer
 
-from spacy_maral.cli._app import app, precision_option
+from spacy_maral.cli._app import Precision, app, precision_option
 
 
 @app.command("predict")
@@ -13,9 +13,11 @@ def predict_command(
     texts: Optional[List[str]] = typer.Argument(None, help="Sentences to label."),
     from_file: Optional[Path] = typer.Option(None, "--from-file", help="Also label sentences of this corpus (.spacy, CoNLL or text)."),
     n: int = typer.Option(5, "--n", help="How many sentences of --from-file to label."),
-    precision: str = precision_option(),
+    precision: Precision = precision_option(),
 ) -> None:
-    """Load MODEL with spacy.load and print doc.ents with the probabilities stored in
+    """Print MODEL's entities with their scores.
+
+    Loads MODEL with spacy.load and prints doc.ents with the probabilities stored in
     doc.spans[spans_key].attrs["scores"]."""
     from itertools import islice
 

@@ -1,10 +1,10 @@
 """`python -m spacy_maral pseudo-label`: soft labels for a target corpus from a teacher."""
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Literal, Optional
 
 import typer
 
-from spacy_maral.cli._app import app, precision_option
+from spacy_maral.cli._app import Precision, app, precision_option
 
 
 @app.command("pseudo-label")
@@ -17,13 +17,13 @@ def pseudo_label_command(
     limit: int = typer.Option(0, "--limit", min=0, help="Label only the first N sentences (0 = all)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="When OUTPUT_DIR holds the shards of another run (other input, teacher or settings), delete them instead of stopping. A rerun of the same run always keeps its finished shards."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
-    precision: str = precision_option(),
+    precision: Precision = precision_option(),
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the target text with this language's rules (spacy_maral.tokenizer.v1), e.g. de; default: the teacher's tokenizer."),
     gold_tokens: bool = typer.Option(False, "--gold-tokens", help="Keep the tokens of a .spacy or CoNLL corpus instead of tokenizing its raw text."),
     inference_tau: Optional[float] = typer.Option(None, "--inference-tau", help="Override the teacher's inference_tau (source prior weight in the decision rule); choose it on the source dev set."),
     ensemble: List[str] = typer.Option([], "--ensemble", help="Another teacher, a directory or installed package name (repeat for more): the soft labels come from the mean of all teachers' span probabilities, decoded once. Every teacher needs the same labels and max_width; the first one's tokenizer reads the corpus."),
     ensemble_from: Optional[Path] = typer.Option(None, "--ensemble-from", help="The teachers.json of `train-teachers`: its teachers join the ensemble (none listed: the teacher alone)."),
-    engine: str = typer.Option("local", "--engine", help="local: label in this process; ray: on Ray actors (pip install 'spacy-maral[ray]'), shard by shard, bit-identical output."),
+    engine: Literal["local", "ray"] = typer.Option("local", "--engine", help="local: label in this process; ray: on Ray actors (pip install 'spacy-maral[ray]'), shard by shard, bit-identical output."),
     address: Optional[str] = typer.Option(None, "--address", help="ray: the cluster to join ('auto': the one `ray start` runs here); default: start a local Ray instance for this run."),
     num_actors: int = typer.Option(0, "--num-actors", min=0, help="ray: actors, each loading the teacher once (0 = as many as the free CPUs/GPUs allow)."),
     cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", min=1, help="ray: CPUs each actor reserves (its torch threads)."),
@@ -47,8 +47,6 @@ def pseudo_label_command(
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
     from spacy_maral.training.pseudo_label import check_inference_tau, pseudo_label
 
-    if engine not in ("local", "ray"):
-        raise typer.BadParameter(f"{engine!r}: use local or ray", param_hint="--engine")
     if inference_tau is not None:
         try:
             check_inference_tau(inference_tau)

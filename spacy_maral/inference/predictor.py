@@ -27,6 +27,7 @@ import pyarrow
 from spacy_maral.inference.annotate.inputs import Record
 from spacy_maral.inference.annotate.worker import OUTPUT_SCHEMA, annotate_records
 from spacy_maral.inference.engines.base import PipelineWorker, WorkerSpec
+from spacy_maral.pipeline.entity_scores import check_scores_key
 
 PREDICTION_SCHEMA = OUTPUT_SCHEMA.append(pyarrow.field("error", pyarrow.string()))
 
@@ -42,7 +43,8 @@ class EntityPredictor:
         "fp32" or "bf16".
     batch_size (int): documents per nlp.pipe batch inside a Ray batch.
     scores_key (Optional[str]): doc.spans key with the entity scores (None: the spans_key
-        of the pipeline's maral_ner, if any).
+        of the pipeline's maral_ner, if any); one no component writes is refused
+        (ScoresKeyError).
     threads (int): torch CPU threads (0: as many as the actor's num_cpus, else torch's
         default).
     gpu_id (int): the GPU to run on (-1: CPU; with num_gpus=1 Ray shows the actor its GPU
@@ -69,6 +71,7 @@ class EntityPredictor:
         self.scores_key = scores_key
         self.worker = PipelineWorker(WorkerSpec(str(model), threads=threads or _ray_cpus(), gpu_id=gpu_id,
                                                 precision=precision))
+        check_scores_key(self.worker.nlp.config, scores_key, model)  # a key no component writes: every score null
 
     def __call__(self, batch: Any) -> pyarrow.Table:
         """The entity rows of one batch.

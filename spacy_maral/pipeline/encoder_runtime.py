@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy
-import spacy
 import torch
 from spacy.language import Language
 
+from spacy_maral.pipeline.folder import load_naming_the_damaged_file, naming_the_damaged_file
 from spacy_maral.util import logger, registry
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -99,10 +99,12 @@ def load_pipeline(model: Union[str, Any], precision: str = "auto", **kwargs: Any
     model (Union[str, Path]): a pipeline directory or an installed package name.
     precision (str): "auto", "fp32" or "bf16".
     kwargs: passed on to spacy.load.
+    RAISES (DamagedPipelineError): a file of the pipeline folder can't be read; the
+        message names it (spacy_maral.pipeline.folder).
     """
     config = kwargs.pop("config", {}) or {}
     merged = {**config, "nlp": {**config.get("nlp", {}), **runtime_config(precision)["nlp"]}}
-    return spacy.load(model, config=merged, **kwargs)
+    return load_naming_the_damaged_file(model, config=merged, **kwargs)
 
 
 def set_encoder_runtime(nlp: Language, precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16) -> List[str]:
@@ -149,22 +151,17 @@ def encoder_runtime_of(nlp: Language) -> Optional[Dict[str, Any]]:
 
 
 class _FromDiskNamingTheFile:
-    """A transformer pipe's from_disk that names the file when its weights don't load (a
-    truncated `transformer/model` otherwise says only "Unpack failed: incomplete input").
-    A class, not a closure, so that the pipeline still pickles."""
+    """A transformer pipe's from_disk that names the file it could not read (a truncated
+    `transformer/model` otherwise says only "Unpack failed: incomplete input"), also under
+    a plain spacy.load. A class, not a closure, so that the pipeline still pickles."""
 
     def __init__(self, pipe: Any, name: str) -> None:
         self.pipe = pipe
         self.name = name
 
     def __call__(self, path: Any, *, exclude: Any = tuple()) -> Any:
-        try:
+        with naming_the_damaged_file(Path(path).parent):  # the pipeline's folder
             return type(self.pipe).from_disk(self.pipe, path, exclude=exclude)
-        except (ValueError, OSError, KeyError, EOFError) as err:
-            raise ValueError(
-                f"{Path(path) / 'model'}: can't load the weights of '{self.name}' ({type(err).__name__}: {err}); "
-                "the pipeline directory is damaged or incomplete"
-            ) from err
 
 
 def _name_damaged_weights(pipe: Any, name: str) -> None:

@@ -92,7 +92,8 @@ def average_pipelines(
 
     paths (Sequence[Path]): pipeline directories of the same architecture and labels
         (one alone: its weights and predictions stay as they are).
-    load (Optional[Callable[[Path], Language]]): how to load one (default spacy.load).
+    load (Optional[Callable[[Path], Language]]): how to load one (default spacy.load, naming
+        a damaged file: pipeline.folder.load_naming_the_damaged_file).
     progress (Optional[Callable[[int, int, Path], None]]): called as (i, n, path) before
         each pipeline is loaded.
     weights (Optional[Sequence[float]]): one non-negative weight per path, in order
@@ -102,7 +103,7 @@ def average_pipelines(
         sum, or a pipeline whose pipes, labels or weight shapes differ from the last one's
         (named in the message).
     """
-    import spacy
+    from spacy_maral.pipeline.folder import load_naming_the_damaged_file
 
     paths = [Path(p) for p in paths]
     if not paths:
@@ -110,7 +111,7 @@ def average_pipelines(
     factors = [1.0] * len(paths) if weights is None else [float(w) for w in weights]
     if len(factors) != len(paths) or min(factors) < 0 or sum(factors) <= 0:
         raise ValueError(f"average: give one weight >= 0 per pipeline, not all 0 ({len(paths)} pipelines, weights {list(factors)})")
-    load = load or (lambda p: spacy.load(p))
+    load = load or load_naming_the_damaged_file
     n = len(paths)
     if progress:
         progress(1, n, paths[-1])

@@ -8,12 +8,13 @@ Parquet entity rows, partition by partition, resumable, with bad lines reported.
 - `output`: the partition files, their bad lines and the merged errors file;
 - `driver`: `annotate()`, which plans the partitions and runs them on an engine.
 """
-from spacy_maral.inference.annotate.driver import EXIT_BAD_LINES, AnnotateStats, annotate
+from spacy_maral.inference.annotate.driver import EXIT_BAD_LINES, AnnotateStats, annotate, check_model_scores_key
 from spacy_maral.inference.annotate.inputs import BadLine, input_files, parse_partition
 from spacy_maral.inference.annotate.output import ERRORS, SUMMARY
 from spacy_maral.inference.annotate.worker import OUTPUT_SCHEMA, annotate_records, entity_rows
+from spacy_maral.pipeline.entity_scores import ScoresKeyError
 
 __all__ = [
-    "ERRORS", "EXIT_BAD_LINES", "OUTPUT_SCHEMA", "SUMMARY", "AnnotateStats", "BadLine", "annotate",
-    "annotate_records", "entity_rows", "input_files", "parse_partition",
+    "ERRORS", "EXIT_BAD_LINES", "OUTPUT_SCHEMA", "SUMMARY", "AnnotateStats", "BadLine", "ScoresKeyError", "annotate",
+    "annotate_records", "check_model_scores_key", "entity_rows", "input_files", "parse_partition",
 ]

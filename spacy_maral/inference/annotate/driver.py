@@ -46,10 +46,24 @@ from spacy_maral.inference.annotate.task import annotate_partition
 from spacy_maral.inference.engines.base import model_id
 from spacy_maral.inference.lock import folder_lock
 from spacy_maral.inference.runner import manifest_digest, model_files, open_output, run_partitions
+from spacy_maral.pipeline.entity_scores import check_scores_key
+from spacy_maral.pipeline.folder import pipeline_config, pipeline_folder
 from spacy_maral.util import logger
 
 EXIT_BAD_LINES = 3
 LOGGED_BAD_LINES = 20
+
+
+def check_model_scores_key(model: Any, scores_key: Optional[str]) -> None:
+    """Before any work: `scores_key` (None: the pipeline's own) must be a doc.spans key a
+    component of `model` writes, read from its config without loading it; a model not
+    found here (a path only the cluster's nodes have) is left to its loading.
+
+    RAISES (ScoresKeyError): no component writes it; the message names the keys they do.
+    """
+    if scores_key is None or pipeline_folder(model) is None:
+        return
+    check_scores_key(pipeline_config(model), scores_key, model)
 
 
 @dataclass
@@ -107,7 +121,8 @@ def annotate(
     batch_size (int): documents per nlp.pipe batch.
     sort_buffer (int): documents sorted by length together (0 = a whole partition).
     scores_key (Optional[str]): doc.spans key with the scores (None: the pipeline's
-        maral_ner spans_key, if any).
+        maral_ner spans_key, if any); one that no component writes is refused
+        (ScoresKeyError) before any work.
     progress (bool): show a progress bar (lines).
     RETURNS (AnnotateStats): the counts; also written to OUTPUT/_summary.json.
     """
@@ -117,6 +132,7 @@ def annotate(
             raise ValueError(f"{name} must be an integer of at least {least}, not {value!r}")
     output_dir = Path(output_dir)
     files = input_files(input_path, fmt)
+    check_model_scores_key(engine.spec.model, scores_key)
     manifest = {
         "inputs": [
             {"name": f.name, "format": f.format, "bytes": size, "mtime_ns": mtime_ns}

@@ -13,6 +13,7 @@ from spacy_maral.corpora.lines import decode_line
 from spacy_maral.inference.runner import content_digest
 
 FORMATS = ("auto", "text", "jsonl", "parquet")
+DEFAULT_ID_FIELD = "id"  # the one id field that may be missing (then the id is FILE:LINE)
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
@@ -170,13 +171,17 @@ def _uri_files(uri: str, fmt: str) -> List[InputFile]:
 
 def parquet_columns(file: InputFile, reader: "pq.ParquetFile", text_field: str, id_field: str) -> List[str]:
     """The columns annotate reads from a Parquet file (text, then id if there is one);
-    ValueError naming the file when the text column is missing or not a string."""
+    ValueError naming the file when the text column is missing or not a string, or an id
+    column other than the default is missing."""
     names = reader.schema_arrow.names
     if text_field not in names:
         raise ValueError(f"{file.name}: no column {text_field!r} (columns: {names}); choose it with --text-field")
     text_type = reader.schema_arrow.field(text_field).type
     if not (pyarrow.types.is_string(text_type) or pyarrow.types.is_large_string(text_type)):
         raise ValueError(f"{file.name}: column {text_field!r} is {text_type}, not a string column")
+    if id_field not in names and id_field != DEFAULT_ID_FIELD:  # named by the user: it must be there
+        raise ValueError(f"{file.name}: no column {id_field!r} (columns: {names}); only the default id column, "
+                         f"{DEFAULT_ID_FIELD!r}, may be missing")
     return [text_field] + ([id_field] if id_field in names else [])
 
 
@@ -195,7 +200,8 @@ def parse_unit(file: InputFile, line: int, raw: Any, text_field: str = "text", i
     line (int): its 1-based line (or row) number.
     raw (Any): the line's bytes, or a Parquet row's (id, text).
     text_field (str): JSONL: the key of the text.
-    id_field (str): JSONL: the key of the id (optional; default id "FILE:LINE").
+    id_field (str): JSONL: the key of the id; under its default name "id" it may be
+        missing (then the id is "FILE:LINE"), under any other a line without it is bad.
     RETURNS: (id, text, file name, line), a BadLine, or None for a blank line.
     """
     default_id = f"{file.name}:{line}"
@@ -224,6 +230,8 @@ def parse_unit(file: InputFile, line: int, raw: Any, text_field: str = "text", i
     value = obj[text_field]
     if not isinstance(value, str):
         return BadLine(file.name, line, f"{text_field!r} is a {type(value).__name__}, not a string")
+    if id_field not in obj and id_field != DEFAULT_ID_FIELD:  # named by the user: it must be there
+        return BadLine(file.name, line, f"no {id_field!r} field (keys: {sorted(obj)[:10]})")
     doc_id = obj.get(id_field)
     if doc_id is None:
         doc_id = default_id

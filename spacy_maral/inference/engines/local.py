@@ -51,19 +51,29 @@ class InProcessEngine:
 
 
 _PROCESS_WORKER: Optional[PipelineWorker] = None
+_PROCESS_WORKER_ERROR: Optional[Exception] = None
 
 
 def _init_process_worker(spec_dict: Dict[str, Any]) -> None:
-    global _PROCESS_WORKER
-    _PROCESS_WORKER = PipelineWorker(WorkerSpec(**spec_dict))
+    """Load the worker's pipeline; an error is kept and raised by the first call, so that
+    the driver gets it (e.g. the damaged file named) instead of a broken pool."""
+    global _PROCESS_WORKER, _PROCESS_WORKER_ERROR
+    try:
+        _PROCESS_WORKER = PipelineWorker(WorkerSpec(**spec_dict))
+    except Exception as err:
+        _PROCESS_WORKER_ERROR = err
 
 
 def _process_worker_ready(wait_s: float) -> int:
+    if _PROCESS_WORKER_ERROR is not None:
+        raise _PROCESS_WORKER_ERROR
     time.sleep(wait_s)  # long enough for the other workers to take the other calls
     return os.getpid()
 
 
 def _run_in_process_worker(task: Task, payload: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    if _PROCESS_WORKER_ERROR is not None:
+        raise _PROCESS_WORKER_ERROR
     assert _PROCESS_WORKER is not None
     return _PROCESS_WORKER.run(task, payload, **kwargs)
 

@@ -1,0 +1,129 @@
+"""An option whose value matches nothing is an error, not an empty or default output.
+
+`annotate --scores-key` (every score would be null), an `--id-field` other than the
+default (every id would silently be FILE:LINE), a `--text-field` or `--id-field` for
+text files (which have no fields), `benchmark-report --before/--after/
+--speed/--timing` (a plot, the speed block or a step silently left out) and `average
+--from-step` past the last snapshot (the snapshots silently left out) are refused
+before any work, naming the value and what it could have been.
+"""
+import json
+from pathlib import Path
+from typing import List
+
+import pyarrow
+import pyarrow.parquet as pq
+import pytest
+import spacy
+from typer.testing import CliRunner
+
+from spacy_maral.cli import app
+from spacy_maral.inference.annotate import ScoresKeyError, annotate
+from spacy_maral.inference.engines import make_engine
+
+
+def run(args: List[str]):
+    result = CliRunner().invoke(app, [str(a) for a in args], terminal_width=300)
+    return result, " ".join(result.output.split())
+
+
+@pytest.fixture(scope="module")
+def span_ruler_dir(tmp_path_factory) -> Path:
+    """A pipeline that writes doc.spans["ruler"] (span_ruler) and entities (entity_ruler)."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("span_ruler").add_patterns([{"label": "LOC", "pattern": "Paris"}])
+    nlp.add_pipe("entity_ruler").add_patterns([{"label": "LOC", "pattern": "Paris"}])
+    path = tmp_path_factory.mktemp("span_ruler") / "pipeline"
+    nlp.to_disk(path)
+    return path
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"text": t, "id": f"d{i}"}) + "\n" for i, t in enumerate(["Paris .", "Berlin ."])),
+                    encoding="utf8")
+    return path
+
+
+@pytest.mark.parametrize("key", ["nope", "maral"])
+def test_annotate_refuses_a_scores_key_no_component_writes(span_ruler_dir, corpus, tmp_path, key) -> None:
+    out = tmp_path / "out"
+    result, output = run(["annotate", span_ruler_dir, corpus, out, "--scores-key", key, "--no-progress"])
+    assert result.exit_code == 2, output
+    assert f"doc.spans['{key}']" in output and "it writes 'ruler'" in output and "--scores-key" in output, output
+    assert not out.exists()  # refused before any work
+
+
+def test_annotate_takes_a_key_the_pipeline_writes(trained_dir, span_ruler_dir, corpus, tmp_path) -> None:
+    result, output = run(["annotate", span_ruler_dir, corpus, tmp_path / "ruler", "--scores-key", "ruler", "--no-progress"])
+    assert result.exit_code == 0, output
+    result, output = run(["annotate", trained_dir, corpus, tmp_path / "maral", "--scores-key", "maral", "--no-progress"])
+    assert result.exit_code == 0, output
+    scores = pq.read_table(tmp_path / "maral").column("score").to_pylist()
+    assert scores and all(s is not None for s in scores)
+
+
+def test_a_pipeline_with_no_spans_key_writes_none(tmp_path, corpus) -> None:
+    nlp = spacy.blank("en")
+    nlp.add_pipe("entity_ruler").add_patterns([{"label": "LOC", "pattern": "Paris"}])
+    nlp.to_disk(tmp_path / "ruler")
+    result, output = run(["annotate", tmp_path / "ruler", corpus, tmp_path / "out", "--scores-key", "sc"])
+    assert result.exit_code == 2 and "it writes no doc.spans key" in output, output
+
+
+def test_the_library_refuses_it_too(span_ruler_dir, corpus, tmp_path) -> None:
+    from spacy_maral.inference.predictor import EntityPredictor
+
+    with make_engine("local", span_ruler_dir) as workers:
+        with pytest.raises(ScoresKeyError, match=r"doc.spans\['nope'\] \(it writes 'ruler'\)"):
+            annotate(workers, corpus, tmp_path / "out", scores_key="nope", progress=False)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ScoresKeyError, match="it writes 'ruler'"):
+        EntityPredictor(str(span_ruler_dir), scores_key="nope")
+
+
+def test_an_id_field_that_matches_nothing(span_ruler_dir, corpus, tmp_path) -> None:
+    """The default id field may be missing (FILE:LINE); one the user names must be there."""
+    result, output = run(["annotate", span_ruler_dir, corpus, tmp_path / "jsonl", "--id-field", "doc_id", "--no-progress"])
+    assert result.exit_code == 3 and "no 'doc_id' field" in output, output
+    table = pyarrow.table({"text": ["Paris .", "Berlin ."]})
+    pq.write_table(table, tmp_path / "corpus.parquet")
+    result, output = run(["annotate", span_ruler_dir, tmp_path / "corpus.parquet", tmp_path / "pq", "--id-field", "doc_id"])
+    assert result.exit_code == 1 and "no column 'doc_id'" in output, output
+    result, output = run(["annotate", span_ruler_dir, tmp_path / "corpus.parquet", tmp_path / "default", "--no-progress"])
+    assert result.exit_code == 0, output
+    assert pq.read_table(tmp_path / "default").column("id").to_pylist() == ["corpus.parquet:1"]
+
+
+@pytest.mark.parametrize("option", ["--text-field", "--id-field"])
+def test_a_field_named_for_text_files_matches_nothing(span_ruler_dir, tmp_path, option) -> None:
+    text = tmp_path / "corpus.txt"
+    text.write_text("Paris .\n", encoding="utf8")
+    result, output = run(["annotate", span_ruler_dir, text, tmp_path / "out", option, "body"])
+    assert result.exit_code == 2 and "'body'" in output and "holds text files only" in output and option in output, output
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("option,value,named", [
+    ("--before", "zero-shot", "'zero-shot' is not one of the systems (tiny)"),
+    ("--after", "maral", "'maral' is not one of the systems (tiny)"),
+    ("--speed", "ner,tiny", "'ner,tiny': give two of the systems (tiny)"),
+    ("--timing", "pseudo-label={tmp}/missing.json", "missing.json: no such file"),
+])
+def test_benchmark_report_refuses_names_that_match_no_system(tmp_path, option, value, named) -> None:
+    result, output = run(["benchmark-report", tmp_path / "test.spacy", tmp_path / "dev.spacy", tmp_path / "out",
+                          "--system", f"tiny={tmp_path / 'run'}", option, value.format(tmp=tmp_path)])
+    assert result.exit_code == 2 and named in output and option in output, output
+    assert not (tmp_path / "out").exists()
+
+
+def test_average_refuses_a_from_step_past_every_snapshot(trained_dir, tmp_path) -> None:
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    (snaps / "step-000010").symlink_to(trained_dir, target_is_directory=True)
+    result, output = run(["average", trained_dir, "--snapshots", snaps, "--from-step", "20", "-o", tmp_path / "out"])
+    assert result.exit_code == 2 and "20 is past the last snapshot" in output and "step-000010" in output, output
+    assert not (tmp_path / "out").exists()
+    result, output = run(["average", trained_dir, "--snapshots", tmp_path / "empty", "-o", tmp_path / "out"])
+    assert result.exit_code == 0, output  # a missing (or empty) snapshot folder adds none, as documented

