@@ -76,6 +76,9 @@ class SpanScores:
 # The SpanHead buffers indexed by class on their first axis (mapped by class name when
 # weights are copied between pipelines whose labels were added in other orders).
 CLASS_INDEXED_BUFFERS = ("prev_mean", "cur_sum", "cur_count")
+# The model attribute (saved with the weights by thinc's to_bytes) that records the
+# classes, O first, in the order of those buffers: what the weights were trained with.
+CLASSES_ATTR = "maral_classes"
 
 
 class SpanHead(torch.nn.Module):
@@ -410,3 +413,4 @@ def copy_span_ner_weights(model: Model, classes: Sequence[str], other: Model, ot
             for name in CLASS_INDEXED_BUFFERS:
                 buffer = getattr(head, name)
                 buffer.copy_(buffer.index_select(0, index))
+    model.attrs[CLASSES_ATTR] = list(classes)

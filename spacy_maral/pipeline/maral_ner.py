@@ -21,17 +21,15 @@ from thinc.api import Model, Optimizer, get_array_module, xp2torch
 
 from spacy_maral.inference.threads import install_fork_guard
 from spacy_maral.ml.loss import ReweightedVMFLoss
-from spacy_maral.ml.span_ner import DEFAULT_MODEL, SpanScores, build_head, copy_span_ner_weights, get_span_head
+from spacy_maral.ml.span_ner import CLASSES_ATTR, DEFAULT_MODEL, SpanScores, build_head, copy_span_ner_weights, get_span_head
 from spacy_maral.ml.vmf import collapsed_class_pairs, warn_collapsed
 from spacy_maral.pipeline.decoding import decode_docs, softmax, tempered_entity_scores
 from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
-from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, checked_cfg, read_cfg
+from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, NON_ENTITY_LABEL, check_stored_classes, checked_cfg, read_cfg
 from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, fit_windows_to_encoder, words_without_subwords
 from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
 from spacy_maral.training.stage2.examples import Stage2Corpus
 from spacy_maral.util import logger
-
-NON_ENTITY_LABEL = "O"
 
 
 @Language.factory(
@@ -388,6 +386,7 @@ class MaralNER(TrainablePipe):
         self.model.set_dim("nO", len(self.classes))
         sample = [eg.predicted for eg in islice(get_examples(), 10)]
         self.model.initialize(X=sample)
+        self.model.attrs[CLASSES_ATTR] = list(self.classes)  # saved with the weights, checked on load
         self.cfg["nI"] = self.model.get_dim("nI")
         if self.adapter is not None and adaptation_corpus is not None and nlp is not None:
             self.adapter.initialize(adaptation_corpus.target_examples(nlp), self.classes, self.max_width)
@@ -416,6 +415,7 @@ class MaralNER(TrainablePipe):
     # ----------------------------------------------------------- serialization
     def _restore_model(self) -> None:
         self.loss.from_cfg(self.cfg.get("loss_state", {}))
+        self.model.attrs[CLASSES_ATTR] = list(self.classes)  # what weights that record none are taken for
         if self.cfg.get("nI") is not None:
             self.model.set_dim("nO", len(self.classes), force=True)
             self.model.set_dim("nI", self.cfg["nI"], force=True)
@@ -443,6 +443,8 @@ class MaralNER(TrainablePipe):
         if "vocab" in msg and "vocab" not in exclude:
             self.vocab.from_bytes(msg["vocab"], exclude=exclude)
         self._restore_model()
+        where = f"maral_ner '{self.name}' bytes"
+        check_stored_classes(self.classes, msg["model"], f"{where} (cfg)", f"{where} (model)", self.name)
         try:
             self.model.from_bytes(msg["model"])
         except (ValueError, KeyError) as err:
@@ -470,8 +472,13 @@ class MaralNER(TrainablePipe):
         if (path / "vocab").exists() and "vocab" not in exclude:
             self.vocab.from_disk(path / "vocab", exclude=exclude)
         try:
-            self.model.from_disk(path / "model")
-        except (ValueError, KeyError, OSError) as err:
+            model_bytes = (path / "model").read_bytes()
+        except OSError as err:
+            raise ValueError(f"maral_ner '{self.name}': can't load {path / 'model'}: {err}") from err
+        check_stored_classes(self.classes, model_bytes, path / "cfg", path / "model", self.name)
+        try:
+            self.model.from_bytes(model_bytes)
+        except (ValueError, KeyError) as err:
             raise ValueError(f"maral_ner '{self.name}': can't load {path / 'model'}: {err}") from err
         if self.adapter is not None and (path / "adaptation").exists() and "adaptation" not in exclude:
             self.adapter.load(path / "adaptation")
