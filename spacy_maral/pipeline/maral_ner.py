@@ -25,7 +25,7 @@ from spacy_maral.ml.span_ner import CLASSES_ATTR, DEFAULT_MODEL, SpanScores, bui
 from spacy_maral.ml.vmf import collapsed_class_pairs, warn_collapsed
 from spacy_maral.pipeline.decoding import decode_docs, softmax, tempered_entity_scores
 from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
-from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, NON_ENTITY_LABEL, check_stored_classes, checked_cfg, read_cfg
+from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, NON_ENTITY_LABEL, checked_cfg, load_weights, read_cfg
 from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, fit_windows_to_encoder, words_without_subwords
 from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
 from spacy_maral.training.stage2.examples import Stage2Corpus
@@ -154,14 +154,9 @@ class MaralNER(TrainablePipe):
         """Score every span of every doc. RETURNS (SpanScores): spans, logits, vectors."""
         docs = list(docs)
         if not any(len(doc) for doc in docs):
-            n_classes = len(self.classes)
-            lengths = [len(doc) for doc in docs]
-            return SpanScores(
-                spans=numpy.zeros((0, 3), dtype=numpy.int64),
-                logits=self.model.ops.alloc2f(0, n_classes),
-                vectors=self.model.ops.alloc2f(0, self.model.attrs["projection_dim"]),
-                lengths=lengths,
-            )
+            ops = self.model.ops
+            return SpanScores(numpy.zeros((0, 3), dtype=numpy.int64), ops.alloc2f(0, len(self.classes)),
+                              ops.alloc2f(0, self.model.attrs["projection_dim"]), [len(doc) for doc in docs])
         scores = self.model.predict(docs)
         self._warn_words_without_subwords(docs)
         return scores
@@ -370,7 +365,7 @@ class MaralNER(TrainablePipe):
                 f"maral_ner '{self.name}' has no labels: the training examples carry no entities "
                 "and no labels were given ([initialize.components.maral_ner.labels])."
             )
-        counts, n_entities, n_wide = self.count_classes(get_examples())
+        counts, n_entities, n_wide = count_classes(get_examples(), self.classes, self.max_width)
         if n_wide:
             logger.warning(
                 "%d of %d gold entities (%.2f%%) are wider than max_width=%d tokens: maral_ner "
@@ -390,11 +385,6 @@ class MaralNER(TrainablePipe):
         self.cfg["nI"] = self.model.get_dim("nI")
         if self.adapter is not None and adaptation_corpus is not None and nlp is not None:
             self.adapter.initialize(adaptation_corpus.target_examples(nlp), self.classes, self.max_width)
-
-    def count_classes(self, examples: Iterable[Example]) -> Tuple[List[float], int, int]:
-        """Span counts per class, gold entities, and those wider than max_width
-        (spacy_maral.pipeline.span_labels.count_classes)."""
-        return count_classes(examples, self.classes, self.max_width)
 
     def copy_weights_from(self, other: "MaralNER") -> None:
         """Start from the weights and class statistics of another maral_ner (a warm start).
@@ -444,11 +434,7 @@ class MaralNER(TrainablePipe):
             self.vocab.from_bytes(msg["vocab"], exclude=exclude)
         self._restore_model()
         where = f"maral_ner '{self.name}' bytes"
-        check_stored_classes(self.classes, msg["model"], f"{where} (cfg)", f"{where} (model)", self.name)
-        try:
-            self.model.from_bytes(msg["model"])
-        except (ValueError, KeyError) as err:
-            raise ValueError(f"maral_ner '{self.name}': can't load the model weights: {err}") from err
+        load_weights(self.model, msg["model"], self.classes, f"{where} (cfg)", f"{where} (model)", self.name)
         return self
 
     def to_disk(self, path, *, exclude: Iterable[str] = tuple()) -> None:
@@ -471,15 +457,7 @@ class MaralNER(TrainablePipe):
         self._restore_model()
         if (path / "vocab").exists() and "vocab" not in exclude:
             self.vocab.from_disk(path / "vocab", exclude=exclude)
-        try:
-            model_bytes = (path / "model").read_bytes()
-        except OSError as err:
-            raise ValueError(f"maral_ner '{self.name}': can't load {path / 'model'}: {err}") from err
-        check_stored_classes(self.classes, model_bytes, path / "cfg", path / "model", self.name)
-        try:
-            self.model.from_bytes(model_bytes)
-        except (ValueError, KeyError) as err:
-            raise ValueError(f"maral_ner '{self.name}': can't load {path / 'model'}: {err}") from err
+        load_weights(self.model, path / "model", self.classes, path / "cfg", path / "model", self.name)
         if self.adapter is not None and (path / "adaptation").exists() and "adaptation" not in exclude:
             self.adapter.load(path / "adaptation")
         return self

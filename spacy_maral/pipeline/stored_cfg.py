@@ -2,9 +2,10 @@
 spacy-maral can read a cfg, and the check that the cfg's labels are the ones the stored
 weights were trained with, with errors naming the files."""
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import srsly
+from thinc.api import Model
 
 from spacy_maral.ml.span_ner import CLASSES_ATTR
 from spacy_maral.util import logger
@@ -105,3 +106,25 @@ def check_stored_classes(classes: Sequence[str], model_bytes: bytes, cfg_where: 
             f"{list(stored[1:])} (in this order), but {cfg_where} lists {list(classes[1:])}; every label "
             "would score as another class. Restore the cfg's labels, or train a pipeline with these labels."
         )
+
+
+def load_weights(model: Model, source: Union[bytes, Path], classes: Sequence[str], cfg_where: object, model_where: object,
+                 component: str) -> None:
+    """Load a serialized SpanNER model into `model`, after checking that its weights were
+    trained with `classes` (check_stored_classes); errors name the file.
+
+    model (Model): the component's SpanNER model (its head built: _restore_model).
+    source (Union[bytes, Path]): the model's bytes, or its file.
+    classes (Sequence[str]): the cfg's classes (O, then its labels).
+    cfg_where, model_where (object): the cfg and model files, for the messages.
+    component (str): the component's name.
+    """
+    try:
+        data = source if isinstance(source, bytes) else Path(source).read_bytes()
+    except OSError as err:
+        raise ValueError(f"maral_ner '{component}': can't load {model_where}: {err}") from err
+    check_stored_classes(classes, data, cfg_where, model_where, component)
+    try:
+        model.from_bytes(data)
+    except (ValueError, KeyError) as err:
+        raise ValueError(f"maral_ner '{component}': can't load {model_where}: {err}") from err
