@@ -6,7 +6,7 @@ already has entities) and keeps every kept entity with its probability in
 `doc.spans[spans_key]` (attrs["scores"]).
 """
 from itertools import islice
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
 import srsly
@@ -27,6 +27,7 @@ from spacy_maral.pipeline.decoding import decode_docs, softmax, tempered_entity_
 from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
 from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, NON_ENTITY_LABEL, checked_cfg, load_weights, read_cfg
 from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, fit_windows_to_encoder, words_without_subwords
+from spacy_maral.pipeline.tokenizer import refuse_unencodable, unencodable_error
 from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
 from spacy_maral.training.stage2.examples import Stage2Corpus
 from spacy_maral.util import logger
@@ -150,9 +151,28 @@ class MaralNER(TrainablePipe):
         return 1
 
     # -------------------------------------------------------------- prediction
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        """TrainablePipe.pipe, except that a doc whose text UTF-8 can't encode (marked by
+        spacy_maral.tokenizer.v1) goes to the error handler alone: the others of its batch come back."""
+        error_handler = self.get_error_handler()
+        for batch in util.minibatch(enumerate(stream), size=batch_size):
+            docs = []
+            for i, doc in batch:
+                err = unencodable_error(doc, f"maral_ner '{self.name}'", i)
+                if err is None:
+                    docs.append(doc)
+                else:
+                    error_handler(self.name, self, [doc], err)
+            try:
+                self.set_annotations(docs, self.predict(docs))
+                yield from docs
+            except Exception as e:
+                error_handler(self.name, self, docs, e)
+
     def predict(self, docs: Iterable[Doc]) -> SpanScores:
         """Score every span of every doc. RETURNS (SpanScores): spans, logits, vectors."""
         docs = list(docs)
+        refuse_unencodable(docs, f"maral_ner '{self.name}'")  # alone, in pipe
         if not any(len(doc) for doc in docs):
             ops = self.model.ops
             return SpanScores(numpy.zeros((0, 3), dtype=numpy.int64), ops.alloc2f(0, len(self.classes)),
