@@ -29,6 +29,7 @@ from thinc.api import Adam, fix_random_seed
 from helpers import build_nlp, make_examples, predictions
 from spacy_maral.inference.annotate import annotate
 from spacy_maral.inference.engines import make_engine
+from spacy_maral.ml import span_ner
 from spacy_maral.ml.span_ner import SpanScores
 from spacy_maral.ml.spans import enumerate_spans
 from spacy_maral.pipeline.nontext import JOINERS, is_non_text
@@ -96,6 +97,33 @@ def test_sentence_longer_than_the_encoder_window(trained) -> None:
     end = len(words) - 7
     assert (0, "Angela Merkel", "PER") in ents and (3, "Paris", "LOC") in ents
     assert (end, "Angela Merkel", "PER") in ents and (end + 3, "Paris", "LOC") in ents
+
+
+def test_a_long_document_is_scored_in_chunks_of_spans(trained, monkeypatch) -> None:
+    """At prediction the span head sees at most PREDICT_CHUNK spans at a time, so its
+    activations (span features, hidden layer) don't grow with the document; the logits,
+    vectors and entities are those of one pass over every span."""
+    nlp, ner = trained.nlp, trained.nlp.get_pipe("maral_ner")
+    doc = nlp.get_pipe("transformer")(nlp.make_doc(" ".join([SENTENCE, FILLER] * 300)))  # 4,200 tokens
+    n_spans = len(enumerate_spans([len(doc)], ner.max_width))
+    assert n_spans > span_ner.PREDICT_CHUNK
+    seen: List[int] = []
+    forward = span_ner.SpanHead.forward
+
+    def counting_forward(self, tokens, first, *args):
+        seen.append(int(first.shape[0]))
+        return forward(self, tokens, first, *args)
+
+    monkeypatch.setattr(span_ner.SpanHead, "forward", counting_forward)
+    chunked = ner.predict([doc])
+    assert max(seen) <= span_ner.PREDICT_CHUNK and sum(seen) == n_spans and len(seen) > 1
+    monkeypatch.setattr(span_ner, "PREDICT_CHUNK", n_spans)
+    seen.clear()
+    whole = ner.predict([doc])
+    assert seen == [n_spans]
+    numpy.testing.assert_allclose(chunked.logits, whole.logits, rtol=1e-5, atol=1e-5)
+    numpy.testing.assert_allclose(chunked.vectors, whole.vectors, rtol=1e-5, atol=1e-6)
+    assert [k[:3] for k in ner.decode([doc], chunked)[0]] == [k[:3] for k in ner.decode([doc], whole)[0]]
 
 
 # ------------------------------------------------ characters that are not text

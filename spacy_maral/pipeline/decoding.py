@@ -33,6 +33,13 @@ def decode_doc(
     RETURNS (List[Tuple[int, int, int, float]]): (start, end, class index, probability)
         of the kept entities, sorted by start.
     """
+    return [kept[:4] for kept in decode_doc_rows(starts, ends, probs, n_tokens)]
+
+
+def decode_doc_rows(
+    starts: numpy.ndarray, ends: numpy.ndarray, probs: numpy.ndarray, n_tokens: int
+) -> List[Tuple[int, int, int, float, int]]:
+    """decode_doc, with the row (index into starts, ends, probs) of each kept entity last."""
     if probs.shape[0] == 0:
         return []
     best = probs.argmax(axis=1)
@@ -43,12 +50,12 @@ def decode_doc(
     # Stable sort: ties are broken by enumeration order (shorter, then earlier spans).
     order = candidates[numpy.argsort(-best_prob[candidates], kind="stable")]
     taken = numpy.zeros(n_tokens, dtype=bool)
-    kept: List[Tuple[int, int, int, float]] = []
+    kept: List[Tuple[int, int, int, float, int]] = []
     for i in order:
         s, e = int(starts[i]), int(ends[i])
         if not taken[s:e].any():
             taken[s:e] = True
-            kept.append((s, e, int(best[i]), float(best_prob[i])))
+            kept.append((s, e, int(best[i]), float(best_prob[i]), int(i)))
     kept.sort()
     return kept
 
@@ -68,9 +75,8 @@ def decode_docs(docs: Sequence[Doc], spans: numpy.ndarray, probs: numpy.ndarray)
     out = []
     for doc, sl in zip(docs, doc_span_slices(len(docs), spans)):
         doc_spans = spans[sl]
-        kept = decode_doc(doc_spans[:, 1], doc_spans[:, 2], mask_unfit_spans(doc, doc_spans, probs[sl]), len(doc))
-        rows = {(int(s), int(e)): sl.start + i for i, (s, e) in enumerate(doc_spans[:, 1:3].tolist())}
-        out.append([(s, e, c, p, rows[(s, e)]) for s, e, c, p in kept])
+        kept = decode_doc_rows(doc_spans[:, 1], doc_spans[:, 2], mask_unfit_spans(doc, doc_spans, probs[sl]), len(doc))
+        out.append([(s, e, c, p, sl.start + i) for s, e, c, p, i in kept])
     return out
 
 
