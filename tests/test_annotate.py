@@ -164,6 +164,63 @@ def test_inputs_text_jsonl_parquet_and_bad_lines(tmp_path) -> None:
     assert str(bad[0]).startswith("b.jsonl, line 2: ") and str(bad[5]).startswith("c.parquet, row 2: ")
 
 
+# ---------------------------------------------------------------- one id, one document
+def _parquet(path: Path, ids, texts) -> None:
+    pq.write_table(pyarrow.table({"id": ids, "text": texts}), path, row_group_size=2)
+
+
+REPEATED_IDS = {
+    # case: (files, the repeating line, the line it repeats)
+    "same string": ({"a.jsonl": ['{"id": "d", "text": "Paris ."}', '{"id": "d", "text": "Berlin ."}']},
+                    "a.jsonl, line 2", "a.jsonl, line 1"),
+    "1 and '1'": ({"a.jsonl": ['{"id": 1, "text": "Paris ."}', '{"id": "2", "text": "x"}', '{"id": "1", "text": "Berlin ."}']},
+                  "a.jsonl, line 3", "a.jsonl, line 1"),
+    "two files": ({"a.jsonl": ['{"id": "d", "text": "Paris ."}'], "b/c.jsonl": ['', '{"id": "d", "text": "Berlin ."}']},
+                  "b/c.jsonl, line 2", "a.jsonl, line 1"),
+    "a default id": ({"a.txt": ["Paris .", "Berlin ."], "b.jsonl": ['{"id": "a.txt:2", "text": "Madrid ."}']},
+                     "b.jsonl, line 1", "a.txt, line 2"),
+    "parquet rows": ({"p.parquet": (["r1", "r2", "r3", "r1"], ["Paris .", "x", "y", "Berlin ."])}, "p.parquet, row 4", "p.parquet, row 1"),
+    "parquet and jsonl": ({"a.jsonl": ['{"id": 5, "text": "Paris ."}'], "p.parquet": ([None, 5], ["x", "Berlin ."])},
+                          "p.parquet, row 2", "a.jsonl, line 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REPEATED_IDS))
+@pytest.mark.parametrize("partition_size", [1, 100])
+def test_two_documents_with_one_id_are_refused_before_work(ruler_dir, tmp_path, case, partition_size) -> None:
+    """The output is keyed by id: two documents of one id (in one file, across files or
+    formats, across partitions; the id as written: 1 and "1" are one) would mix their
+    entities. The run is refused before any partition, naming both lines."""
+    files, again, first = REPEATED_IDS[case]
+    for name, content in files.items():
+        (tmp_path / "in" / name).parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith(".parquet"):
+            _parquet(tmp_path / "in" / name, *content)
+        else:
+            (tmp_path / "in" / name).write_text("\n".join(content) + "\n", encoding="utf8")
+    with pytest.raises(ValueError, match=rf"{again}: the id .* is already the id of {first} \(1 line"):
+        run_annotate(ruler_dir, tmp_path / "in", tmp_path / "out", partition_size=partition_size)
+    assert not list((tmp_path / "out").glob("*.parquet")) and not (tmp_path / "out" / "_manifest.json").exists()
+
+
+def test_lines_that_are_no_document_need_no_own_id(ruler_dir, tmp_path) -> None:
+    """An id is a document's: a bad line or a null Parquet text shares its id with nobody's
+    entities, so it does not count as a repeat."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text('{"id": "d", "text": 3}\n{"id": "d", "text": "Paris ."}\n', encoding="utf8")
+    _parquet(tmp_path / "in" / "p.parquet", ["e", "e", "f"], [None, "Berlin .", "x"])
+    stats = run_annotate(ruler_dir, tmp_path / "in", tmp_path / "out")
+    assert stats.documents == 3 and stats.bad_lines == 2
+
+
+def test_repeated_id_is_a_clear_error_of_the_command(ruler_dir, tmp_path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"id": 1, "text": "Paris ."}\n{"id": "1", "text": "Berlin ."}\n', encoding="utf8")
+    proc = subprocess.run(annotate_cmd(ruler_dir, corpus, tmp_path / "out"), env=ENV, capture_output=True, text=True)
+    assert proc.returncode == 1 and "corpus.jsonl, line 2: the id '1' is already the id of corpus.jsonl, line 1" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 # -------------------------------------------------------- a pipeline without scores
 def test_plain_pipeline_rows_and_null_scores(ruler_dir, tmp_path) -> None:
     corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from reference_input import iter_partitions, iter_units
 from spacy_maral.inference.annotate import plan as plan_module
-from spacy_maral.inference.annotate.inputs import input_files, partition_digest
-from spacy_maral.inference.annotate.plan import index_file, load_partition, plan_partitions
+from spacy_maral.inference.annotate.inputs import BadLine, input_files, parse_unit, partition_digest
+from spacy_maral.inference.annotate.plan import index_file, load_partition, plan_partitions, refuse_repeated_ids
 
 LINE = st.sampled_from([b"Paris is big.\n", b"\n", b"caf\xc3\xa9 Berlin\r\n", b"\xff bad\n", b'{"text": "EU"}\n', b"x"])
 
@@ -95,3 +95,48 @@ def test_checkpoints_let_a_worker_start_near_its_lines(tmp_path, monkeypatch) ->
     second = plans[1].segments[0]
     assert (second.first, second.count, second.offset_line) == (7, 4, 5)
     assert second.offset == len("".join(json.dumps({"text": f"t{i}"}) + "\n" for i in range(4)).encode())
+
+
+ID = st.one_of(st.none(), st.integers(0, 4), st.sampled_from(["0", "1", "a", "f0.txt:1", "f1.jsonl:2", "p0.parquet:1"]))
+ID_LINE = st.one_of(st.just(b"\n"), st.just(b"{bad\n"),
+                    st.tuples(ID, st.sampled_from(["Paris", 3])).map(
+                        lambda it: (json.dumps({"text": it[1]} if it[0] is None else {"id": it[0], "text": it[1]}) + "\n").encode()))
+
+
+def first_repeat(folder: Path):
+    """The reference: the first line whose record id an earlier line has, and that line."""
+    seen = {}
+    for file, line, raw in iter_units(input_files(folder)):
+        parsed = parse_unit(file, line, raw)
+        if parsed is None or isinstance(parsed, BadLine):
+            continue
+        if parsed[0] in seen:
+            return f"{file.name}, {file.unit} {line}: the id {parsed[0]!r} is already the id of {seen[parsed[0]]} "
+        seen[parsed[0]] = f"{file.name}, {file.unit} {line}"
+    return None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(st.lists(ID_LINE, max_size=6), min_size=1, max_size=3), text_lines=st.integers(0, 3),
+       parquet_ids=st.lists(st.tuples(ID, st.booleans()), max_size=5), checkpoint=st.integers(1, 3))
+def test_repeated_ids_are_found_as_a_full_read_finds_them(tmp_path_factory, monkeypatch, files, text_lines, parquet_ids,
+                                                           checkpoint) -> None:
+    """Any mix of JSONL ids (numbers and strings), default ids, text files, Parquet ids and
+    null texts: the planned check names the same first repeat as reading every record."""
+    monkeypatch.setattr(plan_module, "CHECKPOINT_LINES", checkpoint)
+    folder = tmp_path_factory.mktemp("ids")
+    (folder / "f0.txt").write_text("Paris\n" * text_lines, encoding="utf8")
+    for i, lines in enumerate(files, start=1):
+        (folder / f"f{i}.jsonl").write_bytes(b"".join(lines))
+    pq.write_table(pyarrow.table({"id": [None if d is None else str(d) for d, _ in parquet_ids],
+                                  "text": ["Berlin" if there else None for _, there in parquet_ids]},
+                                 schema=pyarrow.schema([("id", pyarrow.string()), ("text", pyarrow.string())])),
+                   folder / "p0.parquet", row_group_size=2)
+    expected = first_repeat(folder)
+    indexes = [index_file(f) for f in input_files(folder)]
+    if expected is None:
+        refuse_repeated_ids(indexes)
+    else:
+        with pytest.raises(ValueError) as err:
+            refuse_repeated_ids(indexes)
+        assert str(err.value).startswith(expected)

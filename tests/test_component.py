@@ -4,6 +4,7 @@ One pipeline is trained once per module (`trained`, about 100 updates, a few sec
 shared; tests that change a pipeline work on a copy loaded from its directory.
 """
 import logging
+import re
 import shutil
 from pathlib import Path
 from typing import List, Tuple
@@ -451,6 +452,58 @@ def test_model_file_of_another_label_set_gives_clear_error(trained_dir, tmp_path
     srsly.write_json(path / "maral_ner" / "cfg", cfg)
     with pytest.raises(ValueError, match=r"can't load .*maral_ner/model"):
         spacy.load(path)
+
+
+def _cfg_labels(path: Path, labels: List[str]) -> None:
+    cfg = srsly.read_json(path / "maral_ner" / "cfg")
+    cfg["labels"] = labels
+    srsly.write_json(path / "maral_ner" / "cfg", cfg)
+
+
+@pytest.mark.parametrize("edit", ["reversed", "rotated", "swapped", "renamed"])
+def test_cfg_labels_other_than_the_weights_are_refused(trained_dir, tmp_path, edit: str) -> None:
+    """The weights record the labels they were trained with: a cfg that lists them in
+    another order (or other names) would score every class as another, and is refused
+    with both lists, from disk and from bytes."""
+    labels = srsly.read_json(trained_dir / "maral_ner" / "cfg")["labels"]
+    edited = {"reversed": labels[::-1], "rotated": labels[1:] + labels[:1],
+              "swapped": [labels[1], labels[0], *labels[2:]], "renamed": labels[:-1] + ["OTHER"]}[edit]
+    path = _damaged_copy(trained_dir, tmp_path)
+    _cfg_labels(path, edited)
+    message = re.escape(f"maral_ner/model: its weights were trained with the labels {labels} (in this order), but ")
+    with pytest.raises(ValueError, match=message + ".*" + re.escape(f"maral_ner/cfg lists {edited}")):
+        spacy.load(path)
+    ner = spacy.load(trained_dir).get_pipe("maral_ner")
+    msg = srsly.msgpack_loads(ner.to_bytes())
+    msg["cfg"] = srsly.json_dumps({**srsly.json_loads(msg["cfg"]), "labels": edited})
+    with pytest.raises(ValueError, match="weights were trained with the labels"):
+        ner.from_bytes(srsly.msgpack_dumps(msg))
+
+
+@pytest.mark.parametrize("labels", [["PER", "PER", "LOC", "ORG"], ["LOC", "MISC", "ORG", "PER", "LOC"], ["O", "LOC", "MISC", "ORG"]])
+def test_repeated_labels_in_cfg_are_refused(trained_dir, tmp_path, labels: List[str]) -> None:
+    path = _damaged_copy(trained_dir, tmp_path)
+    _cfg_labels(path, labels)
+    with pytest.raises(ValueError, match=r"maral_ner/cfg: the labels .* (repeat|include 'O')"):
+        spacy.load(path)
+
+
+def test_weights_that_record_no_labels_load_with_a_warning(trained_dir, tmp_path, caplog) -> None:
+    """A pipeline saved before the weights recorded their labels still loads (and predicts
+    as before); a warning says that the order can't be checked, and saving it records them."""
+    path = _damaged_copy(trained_dir, tmp_path)
+    model_file = path / "maral_ner" / "model"
+    msg = srsly.msgpack_loads(model_file.read_bytes())
+    recorded = srsly.msgpack_loads(msg["attrs"][0].pop("maral_classes"))  # thinc packs each attribute
+    assert recorded == ["O", *srsly.read_json(path / "maral_ner" / "cfg")["labels"]]
+    model_file.write_bytes(srsly.msgpack_dumps(msg))
+    with caplog.at_level(logging.WARNING, logger="spacy_maral"):
+        nlp = spacy.load(path)
+    assert "does not record the labels its weights were trained with" in caplog.text
+    assert_same_predictions(predictions(nlp, TEXTS[:3]), predictions(spacy.load(trained_dir), TEXTS[:3]))
+    nlp.to_disk(tmp_path / "again")
+    again = srsly.msgpack_loads((tmp_path / "again" / "maral_ner" / "model").read_bytes())["attrs"][0]["maral_classes"]
+    assert srsly.msgpack_loads(again) == recorded
 
 
 # ------------------------------------------------------- multiprocessing

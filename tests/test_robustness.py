@@ -5,6 +5,7 @@ Converter robustness (malformed lines, Latin-1, CRLF, round trip) is in test_con
 label errors in test_component.py and test_adaptation.py; the student's SIGKILL resume
 in test_stage2.py.
 """
+import json
 import os
 import shutil
 import signal
@@ -15,14 +16,23 @@ from pathlib import Path
 from typing import List
 
 import numpy
+import pyarrow.parquet as pq
 import pytest
 import spacy
 import srsly
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 from thinc.api import Adam, fix_random_seed
 
 from helpers import build_nlp, make_examples, predictions
+from spacy_maral.inference.annotate import annotate
+from spacy_maral.inference.engines import make_engine
+from spacy_maral.ml import span_ner
+from spacy_maral.ml.span_ner import SpanScores
+from spacy_maral.ml.spans import enumerate_spans
+from spacy_maral.pipeline.nontext import JOINERS, is_non_text
 
 SENTENCE = "Angela Merkel visited Paris on Monday ."
 FILLER = "It rained all day ."
@@ -87,6 +97,146 @@ def test_sentence_longer_than_the_encoder_window(trained) -> None:
     end = len(words) - 7
     assert (0, "Angela Merkel", "PER") in ents and (3, "Paris", "LOC") in ents
     assert (end, "Angela Merkel", "PER") in ents and (end + 3, "Paris", "LOC") in ents
+
+
+def test_a_long_document_is_scored_in_chunks_of_spans(trained, monkeypatch) -> None:
+    """At prediction the span head sees at most PREDICT_CHUNK spans at a time, so its
+    activations (span features, hidden layer) don't grow with the document; the logits,
+    vectors and entities are those of one pass over every span."""
+    nlp, ner = trained.nlp, trained.nlp.get_pipe("maral_ner")
+    doc = nlp.get_pipe("transformer")(nlp.make_doc(" ".join([SENTENCE, FILLER] * 300)))  # 4,200 tokens
+    n_spans = len(enumerate_spans([len(doc)], ner.max_width))
+    assert n_spans > span_ner.PREDICT_CHUNK
+    seen: List[int] = []
+    forward = span_ner.SpanHead.forward
+
+    def counting_forward(self, tokens, first, *args):
+        seen.append(int(first.shape[0]))
+        return forward(self, tokens, first, *args)
+
+    monkeypatch.setattr(span_ner.SpanHead, "forward", counting_forward)
+    chunked = ner.predict([doc])
+    assert max(seen) <= span_ner.PREDICT_CHUNK and sum(seen) == n_spans and len(seen) > 1
+    monkeypatch.setattr(span_ner, "PREDICT_CHUNK", n_spans)
+    seen.clear()
+    whole = ner.predict([doc])
+    assert seen == [n_spans]
+    numpy.testing.assert_allclose(chunked.logits, whole.logits, rtol=1e-5, atol=1e-5)
+    numpy.testing.assert_allclose(chunked.vectors, whole.vectors, rtol=1e-5, atol=1e-6)
+    assert [k[:3] for k in ner.decode([doc], chunked)[0]] == [k[:3] for k in ner.decode([doc], whole)[0]]
+
+
+# ------------------------------------------------ characters that are not text
+WORDS = ["Angela", "Merkel", "Paris", "Berlin", "visited", ".", "Siemens", "x1"]
+NOT_TEXT = ["\x00", "\x01", "\x07", "\x1b", "\x7f", "\x85", "\x9f", "\u00ad", "\u200b", "\u200e", "\u2066", "\ufeff",
+            "\ue000", "\U000f0000", "\u0378", "\U000e0001", "\u200c", "\u200d"]
+SPACES = [" ", " ", "  ", "\n", "\t", "\u2028"]
+TEXT_WITH_CONTROLS = st.lists(st.sampled_from(WORDS + NOT_TEXT + SPACES), max_size=16).map("".join)
+
+
+def check_entity_characters(doc: Doc) -> None:
+    """No entity has a character that is not text; none starts or ends on a joiner or
+    whitespace (spacy_maral.pipeline.nontext)."""
+    for ent in list(doc.ents) + list(doc.spans.get("maral", [])):
+        assert not any(is_non_text(c) for c in ent.text), (doc.text, ent.text)
+        assert ent.text[0] not in JOINERS and ent.text[-1] not in JOINERS, (doc.text, ent.text)
+        assert not ent.text[0].isspace() and not ent.text[-1].isspace(), (doc.text, ent.text)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=TEXT_WITH_CONTROLS)
+def test_characters_that_are_not_text_are_never_in_entities(trained, text: str) -> None:
+    """Whatever the model scores: every span looks like a LOC, narrow ones most. Each
+    character that is not text is a token of its own (the text is kept), no entity has
+    one, and every word, also one glued to such a character, can still be an entity."""
+    nlp = trained.nlp
+    ner = nlp.get_pipe("maral_ner")
+    doc = nlp.make_doc(text)
+    assert doc.text == text
+    for token in doc:
+        if any(is_non_text(c) for c in token.text):
+            assert len(token.text) == 1, (text, token.text)
+        assert token.text in JOINERS or not (token.text[0] in JOINERS or token.text[-1] in JOINERS), (text, token.text)
+    spans = enumerate_spans([len(doc)], ner.max_width)
+    logits = numpy.zeros((len(spans), len(ner.classes)), dtype="f")
+    logits[:, ner.classes.index("LOC")] = 10.0 - (spans[:, 2] - spans[:, 1])
+    ner.set_annotations([doc], SpanScores(spans=spans, logits=logits, vectors=numpy.zeros((len(spans), 16), "f"), lengths=[len(doc)]))
+    check_entity_characters(doc)
+    in_entity = {i for ent in doc.ents for i in range(ent.start, ent.end)}
+    assert all(t.i in in_entity for t in doc if any(c.isalnum() for c in t.text)), (text, [e.text for e in doc.ents])
+
+
+CONTROL_SENTENCES = ["Berlin\x00.", "Angela\x00Merkel visited Paris\x07 .", "\ufeffSiemens opened an office in Berlin\u200b .",
+                     "John Smith\x1b works for Google in London\x00\x00 .", "Maria\u00adGarcia met the Red Cross team\x7f ."]
+
+
+def test_no_entity_has_control_characters_in_the_whole_pipeline(trained, trained_dir, tmp_path) -> None:
+    """nlp(), nlp.pipe and annotate on texts with control and format characters: no
+    entity has one, and annotate's offsets and texts are the text's."""
+    for doc in [trained.nlp(t) for t in CONTROL_SENTENCES] + list(trained.nlp.pipe(CONTROL_SENTENCES)):
+        check_prediction_invariants(doc)
+        check_entity_characters(doc)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(CONTROL_SENTENCES)), encoding="utf8")
+    with make_engine("local", trained_dir) as workers:
+        stats = annotate(workers, corpus, tmp_path / "out", progress=False)
+    assert stats.truncated_documents == 0  # a control character the encoder drops is no word it lost
+    rows = pq.read_table(tmp_path / "out").to_pylist()
+    assert rows, "the pipeline finds entities in these sentences"
+    for row in rows:
+        assert CONTROL_SENTENCES[int(row["id"])][row["start"]:row["end"]] == row["text"]
+        assert not any(is_non_text(c) for c in row["text"]), row
+
+
+# ------------------------------------------------- a text UTF-8 can't encode
+GOOD = [SENTENCE, FILLER, "Siemens opened an office in Berlin ."] * 7  # 21
+
+
+@pytest.mark.parametrize("bad", ["abc \udcff def", "\ud800Paris", "Paris .\udfff", "\udcff", "a\udcc3\udca9 Berlin \udcff ."])
+def test_a_text_utf8_cannot_encode_fails_alone(trained_dir, bad: str) -> None:
+    """The tokenizer does not stop the stream on a lone surrogate: that document alone
+    goes to spaCy's error handler (the default raises, naming it and where), and the
+    other 20 documents of its batch come back, labelled as without it."""
+    nlp = spacy.load(trained_dir)
+    texts = GOOD[:7] + [bad] + GOOD[7:20]
+    doc = nlp.make_doc(bad)
+    assert len(doc.text) == len(bad) and "\ufffd" in doc.text
+    with pytest.raises(ValueError, match=r"the text at index 7 of the stream can't be encoded as UTF-8 \(lone surrogate U\+D"):
+        list(nlp.pipe(texts, batch_size=64))
+    with pytest.raises(ValueError, match=r"the text can't be encoded as UTF-8 .* at character"):
+        nlp(bad)
+    expected = predictions(nlp, GOOD[:20])
+    failed = []
+    nlp.set_error_handler(lambda name, pipe, docs, err: failed.append((name, [d.text for d in docs], str(err))))
+    assert predictions(nlp, texts) == expected
+    assert [(name, len(docs)) for name, docs, _ in failed] == [("maral_ner", 1)]
+    failed.clear()
+    assert len(list(nlp.pipe(texts + [bad], batch_size=4, n_process=1))) == 20 and len(failed) == 2
+
+
+def test_annotate_reports_a_text_utf8_cannot_encode_as_a_bad_line(trained_dir, tmp_path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    lines = [json.dumps({"id": i, "text": t}) for i, t in enumerate(GOOD[:6])]
+    lines.insert(3, '{"id": "bad", "text": "abc \\udcff Paris"}')
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf8")
+    with make_engine("local", trained_dir) as workers:
+        stats = annotate(workers, corpus, tmp_path / "out", progress=False)
+    assert stats.documents == 6 and stats.bad_lines == 1
+    [error] = [json.loads(line) for line in (tmp_path / "out" / "_errors.jsonl").read_text(encoding="utf8").splitlines()]
+    assert error["line"] == 4 and "can't be encoded as UTF-8 (lone surrogate U+DCFF at character 4)" in error["reason"]
+    ids = {r["id"] for r in pq.read_table(tmp_path / "out").to_pylist()}
+    assert "bad" not in ids and {"0", "2"} <= ids  # the others annotated (GOOD[0] and GOOD[2] have entities)
+
+
+@pytest.mark.slow
+def test_predict_labels_the_others_and_names_the_text_it_cannot_encode(trained_dir) -> None:
+    proc = subprocess.run([sys.executable, "-m", "spacy_maral", "predict", str(trained_dir), SENTENCE, "abc \udcff def", FILLER],
+                          capture_output=True, text=True, errors="surrogateescape",
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "utf-8:surrogateescape"})
+    assert proc.returncode == 1
+    assert "predict: sentence 2 not labelled: " in proc.stderr and "lone surrogate U+DCFF at character 4" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "Angela Merkel" in proc.stdout and FILLER in proc.stdout
 
 
 # ----------------------------------------------------------------- loading

@@ -18,7 +18,8 @@ def predict_command(
     """Print MODEL's entities with their scores.
 
     Loads MODEL with spacy.load and prints doc.ents with the probabilities stored in
-    doc.spans[spans_key].attrs["scores"]."""
+    doc.spans[spans_key].attrs["scores"]. A sentence the pipeline fails on (e.g. a text
+    UTF-8 can't encode) is reported alone, the others are labelled, and the exit status is 1."""
     from itertools import islice
 
     from spacy_maral.corpora.target_text import iter_target_docs
@@ -39,9 +40,19 @@ def predict_command(
             raise typer.Exit(code=1) from err
     key = scores_key(nlp)
     typer.echo(f"spacy.load({model!r}): pipes {nlp.pipe_names}")
-    for doc in nlp.pipe(sentences):
+    failed: List[str] = []
+
+    def report(name: str, _pipe, docs, err: Exception) -> None:  # spaCy's error handler: these docs are left out
+        for doc in docs:
+            failed.append(f"predict: sentence {doc._context + 1} not labelled: {err}")
+            typer.secho(failed[-1], fg=typer.colors.RED, err=True)
+
+    nlp.set_error_handler(report)
+    for doc, _ in nlp.pipe(((text, i) for i, text in enumerate(sentences)), as_tuples=True):
         typer.echo(doc.text)
         for ent, score in zip(doc.ents, entity_scores(doc, key)):
             typer.echo(f"    {ent.text:<30} {ent.label_:<6} {'' if score is None else f'{float(score):.3f}'}")
         if not doc.ents:
             typer.echo("    (no entities)")
+    if failed:
+        raise typer.Exit(code=1)

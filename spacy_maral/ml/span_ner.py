@@ -29,9 +29,15 @@ from thinc.api import (
 )
 from thinc.types import Floats2d
 
-from spacy_maral.ml.spans import N_CASING, casing_counts, enumerate_spans, global_token_indices
+from spacy_maral.ml.spans import N_CASING, casing_lookup, casing_table, enumerate_spans, global_token_indices
 from spacy_maral.ml.vmf import kappa_from_resultant, vmf_contrastive_logits
 from spacy_maral.util import registry
+
+# Spans scored at a time at prediction: the head's activations (span features, hidden
+# layer, logits) are then O(PREDICT_CHUNK) whatever the length of a document; only the
+# logits and vectors of every span, (n_spans, C + d), are kept. Training batches are
+# sentences and run whole.
+PREDICT_CHUNK = 16384
 
 # the default [components.maral_ner.model] block
 DEFAULT_MODEL_CONFIG = """
@@ -76,6 +82,9 @@ class SpanScores:
 # The SpanHead buffers indexed by class on their first axis (mapped by class name when
 # weights are copied between pipelines whose labels were added in other orders).
 CLASS_INDEXED_BUFFERS = ("prev_mean", "cur_sum", "cur_count")
+# The model attribute (saved with the weights by thinc's to_bytes) that records the
+# classes, O first, in the order of those buffers: what the weights were trained with.
+CLASSES_ATTR = "maral_classes"
 
 
 class SpanHead(torch.nn.Module):
@@ -355,14 +364,19 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[SpanScores, 
         )
         return empty, lambda d_logits: []
     tokens = ops.flatten(tokvecs)
-    first, last = global_token_indices(lengths, spans)
-    widths = spans[:, 2] - spans[:, 1]
-    casing = casing_counts([[t.text for t in doc] for doc in docs], spans)
-    output, backprop_head = head(
-        (tokens, ops.asarray1i(first).astype("int64"), ops.asarray1i(last).astype("int64"),
-         ops.asarray1i(widths).astype("int64"), ops.asarray2f(casing)),
-        is_train,
-    )
+    table = casing_table([[t.text for t in doc] for doc in docs])
+
+    def head_inputs(rows: numpy.ndarray) -> Tuple:
+        first, last = global_token_indices(lengths, rows)
+        return (tokens, ops.asarray1i(first).astype("int64"), ops.asarray1i(last).astype("int64"),
+                ops.asarray1i(rows[:, 2] - rows[:, 1]).astype("int64"), ops.asarray2f(casing_lookup(table, rows)))
+
+    if not is_train:  # in chunks of spans: memory O(chunk), not O(document)
+        output = ops.alloc2f(n_spans, n_classes + model.attrs["projection_dim"])
+        for a in range(0, n_spans, PREDICT_CHUNK):
+            output[a:a + PREDICT_CHUNK] = head.predict(head_inputs(spans[a:a + PREDICT_CHUNK]))
+        return SpanScores(spans=spans, logits=output[:, :n_classes], vectors=output[:, n_classes:], lengths=lengths), _no_backprop
+    output, backprop_head = head(head_inputs(spans), is_train)
     scores = SpanScores(
         spans=spans,
         logits=output[:, :n_classes],
@@ -378,6 +392,10 @@ def forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[SpanScores, 
         return []
 
     return scores, backprop
+
+
+def _no_backprop(d_logits: Floats2d) -> List[Doc]:
+    raise ValueError("SpanNER: a prediction (is_train=False) has no gradient; use begin_update to train")
 
 
 def span_width_histogram(docs: Sequence[Doc], max_width: int) -> Tuple[int, int]:
@@ -410,3 +428,4 @@ def copy_span_ner_weights(model: Model, classes: Sequence[str], other: Model, ot
             for name in CLASS_INDEXED_BUFFERS:
                 buffer = getattr(head, name)
                 buffer.copy_(buffer.index_select(0, index))
+    model.attrs[CLASSES_ATTR] = list(classes)

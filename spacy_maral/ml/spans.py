@@ -64,6 +64,12 @@ def casing_counts(words_per_doc: Iterable[Sequence[str]], spans: numpy.ndarray) 
     spans (numpy.ndarray): (n_spans, 3) spans from enumerate_spans.
     RETURNS (numpy.ndarray): float32 array (n_spans, N_CASING).
     """
+    return casing_lookup(casing_table(words_per_doc), spans)
+
+
+def casing_table(words_per_doc: Iterable[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
+    """The cumulative casing counts of a batch's words, for casing_lookup: the table
+    (n_words + n_docs, N_CASING) and each doc's first row in it."""
     cumulative: List[numpy.ndarray] = []
     offsets = [0]
     for words in words_per_doc:
@@ -72,11 +78,17 @@ def casing_counts(words_per_doc: Iterable[Sequence[str]], spans: numpy.ndarray) 
         onehot[numpy.arange(1, len(words) + 1), ids] = 1.0
         cumulative.append(numpy.cumsum(onehot, axis=0))
         offsets.append(offsets[-1] + len(words) + 1)
+    table = numpy.concatenate(cumulative) if cumulative else numpy.zeros((0, N_CASING), dtype=numpy.float32)
+    return table, numpy.asarray(offsets[:-1], dtype=numpy.int64)
+
+
+def casing_lookup(table: Tuple[numpy.ndarray, numpy.ndarray], spans: numpy.ndarray) -> numpy.ndarray:
+    """casing_counts of `spans` (any rows of enumerate_spans) from casing_table."""
     if spans.shape[0] == 0:
         return numpy.zeros((0, N_CASING), dtype=numpy.float32)
-    table = numpy.concatenate(cumulative)
-    base = numpy.asarray(offsets[:-1], dtype=numpy.int64)[spans[:, 0]]
-    return table[base + spans[:, 2]] - table[base + spans[:, 1]]
+    cumulative, offsets = table
+    base = offsets[spans[:, 0]]
+    return cumulative[base + spans[:, 2]] - cumulative[base + spans[:, 1]]
 
 
 def global_token_indices(lengths: Sequence[int], spans: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:

@@ -13,6 +13,7 @@ from spacy.attrs import IS_SPACE
 from spacy.tokens import Doc
 
 from spacy_maral.ml.spans import doc_span_slices
+from spacy_maral.pipeline.nontext import entity_bounds
 
 NON_ENTITY = 0
 
@@ -32,6 +33,13 @@ def decode_doc(
     RETURNS (List[Tuple[int, int, int, float]]): (start, end, class index, probability)
         of the kept entities, sorted by start.
     """
+    return [kept[:4] for kept in decode_doc_rows(starts, ends, probs, n_tokens)]
+
+
+def decode_doc_rows(
+    starts: numpy.ndarray, ends: numpy.ndarray, probs: numpy.ndarray, n_tokens: int
+) -> List[Tuple[int, int, int, float, int]]:
+    """decode_doc, with the row (index into starts, ends, probs) of each kept entity last."""
     if probs.shape[0] == 0:
         return []
     best = probs.argmax(axis=1)
@@ -42,19 +50,19 @@ def decode_doc(
     # Stable sort: ties are broken by enumeration order (shorter, then earlier spans).
     order = candidates[numpy.argsort(-best_prob[candidates], kind="stable")]
     taken = numpy.zeros(n_tokens, dtype=bool)
-    kept: List[Tuple[int, int, int, float]] = []
+    kept: List[Tuple[int, int, int, float, int]] = []
     for i in order:
         s, e = int(starts[i]), int(ends[i])
         if not taken[s:e].any():
             taken[s:e] = True
-            kept.append((s, e, int(best[i]), float(best_prob[i])))
+            kept.append((s, e, int(best[i]), float(best_prob[i]), int(i)))
     kept.sort()
     return kept
 
 
 def decode_docs(docs: Sequence[Doc], spans: numpy.ndarray, probs: numpy.ndarray) -> List[List[Tuple[int, int, int, float, int]]]:
     """The non-overlapping entities of each doc of a batch (decode_doc per doc, with the
-    spans that start or end on whitespace masked).
+    spans that can't be entities masked: mask_unfit_spans).
 
     docs (Sequence[Doc]): the docs scored.
     spans (numpy.ndarray): (n_spans, 3) their enumerated spans (doc index, start, end),
@@ -67,16 +75,16 @@ def decode_docs(docs: Sequence[Doc], spans: numpy.ndarray, probs: numpy.ndarray)
     out = []
     for doc, sl in zip(docs, doc_span_slices(len(docs), spans)):
         doc_spans = spans[sl]
-        kept = decode_doc(doc_spans[:, 1], doc_spans[:, 2], mask_space_spans(doc, doc_spans, probs[sl]), len(doc))
-        rows = {(int(s), int(e)): sl.start + i for i, (s, e) in enumerate(doc_spans[:, 1:3].tolist())}
-        out.append([(s, e, c, p, rows[(s, e)]) for s, e, c, p in kept])
+        kept = decode_doc_rows(doc_spans[:, 1], doc_spans[:, 2], mask_unfit_spans(doc, doc_spans, probs[sl]), len(doc))
+        out.append([(s, e, c, p, sl.start + i) for s, e, c, p, i in kept])
     return out
 
 
-def mask_space_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> numpy.ndarray:
-    """Probabilities with all mass on O for spans that start or end on a whitespace token.
-
-    As in spaCy's own NER, an entity never starts or ends on a whitespace token.
+def mask_unfit_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> numpy.ndarray:
+    """Probabilities with all mass on O for the spans that can't be entities: those that
+    start or end on a whitespace token (as in spaCy's own NER), and those that start,
+    end or contain characters that are not text where an entity may not have them
+    (spacy_maral.pipeline.nontext.entity_bounds).
 
     doc (Doc): the doc.
     spans (numpy.ndarray): (n, 3) its spans (doc index, start, end).
@@ -85,10 +93,17 @@ def mask_space_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> nu
     """
     if not len(doc):
         return probs
-    space = doc.to_array(IS_SPACE).astype(bool).reshape(-1)  # vectorised: no Token objects
-    if not space.any():
+    no_start = no_end = doc.to_array(IS_SPACE).astype(bool).reshape(-1)  # vectorised: no Token objects
+    bounds = entity_bounds(doc)
+    starts, ends = spans[:, 1], spans[:, 2]
+    if bounds is not None:
+        no_start, no_end = no_start | bounds[0], no_end | bounds[1]
+    bad = no_start[starts] | no_end[ends - 1]
+    if bounds is not None and bounds[2].any():
+        inside = numpy.concatenate([[0], numpy.cumsum(bounds[2])])
+        bad |= inside[ends] > inside[starts]
+    if not bad.any():
         return probs
-    bad = space[spans[:, 1]] | space[spans[:, 2] - 1]
     masked = probs.copy()
     masked[bad] = 0.0
     masked[bad, 0] = 1.0

@@ -6,7 +6,7 @@ already has entities) and keeps every kept entity with its probability in
 `doc.spans[spans_key]` (attrs["scores"]).
 """
 from itertools import islice
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
 import srsly
@@ -21,17 +21,16 @@ from thinc.api import Model, Optimizer, get_array_module, xp2torch
 
 from spacy_maral.inference.threads import install_fork_guard
 from spacy_maral.ml.loss import ReweightedVMFLoss
-from spacy_maral.ml.span_ner import DEFAULT_MODEL, SpanScores, build_head, copy_span_ner_weights, get_span_head
+from spacy_maral.ml.span_ner import CLASSES_ATTR, DEFAULT_MODEL, SpanScores, build_head, copy_span_ner_weights, get_span_head
 from spacy_maral.ml.vmf import collapsed_class_pairs, warn_collapsed
 from spacy_maral.pipeline.decoding import decode_docs, softmax, tempered_entity_scores
 from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
-from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, checked_cfg, read_cfg
+from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, NON_ENTITY_LABEL, checked_cfg, load_weights, read_cfg
 from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, fit_windows_to_encoder, words_without_subwords
+from spacy_maral.pipeline.tokenizer import refuse_unencodable, unencodable_error
 from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
 from spacy_maral.training.stage2.examples import Stage2Corpus
 from spacy_maral.util import logger
-
-NON_ENTITY_LABEL = "O"
 
 
 @Language.factory(
@@ -152,18 +151,32 @@ class MaralNER(TrainablePipe):
         return 1
 
     # -------------------------------------------------------------- prediction
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        """TrainablePipe.pipe, except that a doc whose text UTF-8 can't encode (marked by
+        spacy_maral.tokenizer.v1) goes to the error handler alone: the others of its batch come back."""
+        error_handler = self.get_error_handler()
+        for batch in util.minibatch(enumerate(stream), size=batch_size):
+            docs = []
+            for i, doc in batch:
+                err = unencodable_error(doc, f"maral_ner '{self.name}'", i)
+                if err is None:
+                    docs.append(doc)
+                else:
+                    error_handler(self.name, self, [doc], err)
+            try:
+                self.set_annotations(docs, self.predict(docs))
+                yield from docs
+            except Exception as e:
+                error_handler(self.name, self, docs, e)
+
     def predict(self, docs: Iterable[Doc]) -> SpanScores:
         """Score every span of every doc. RETURNS (SpanScores): spans, logits, vectors."""
         docs = list(docs)
+        refuse_unencodable(docs, f"maral_ner '{self.name}'")  # alone, in pipe
         if not any(len(doc) for doc in docs):
-            n_classes = len(self.classes)
-            lengths = [len(doc) for doc in docs]
-            return SpanScores(
-                spans=numpy.zeros((0, 3), dtype=numpy.int64),
-                logits=self.model.ops.alloc2f(0, n_classes),
-                vectors=self.model.ops.alloc2f(0, self.model.attrs["projection_dim"]),
-                lengths=lengths,
-            )
+            ops = self.model.ops
+            return SpanScores(numpy.zeros((0, 3), dtype=numpy.int64), ops.alloc2f(0, len(self.classes)),
+                              ops.alloc2f(0, self.model.attrs["projection_dim"]), [len(doc) for doc in docs])
         scores = self.model.predict(docs)
         self._warn_words_without_subwords(docs)
         return scores
@@ -372,7 +385,7 @@ class MaralNER(TrainablePipe):
                 f"maral_ner '{self.name}' has no labels: the training examples carry no entities "
                 "and no labels were given ([initialize.components.maral_ner.labels])."
             )
-        counts, n_entities, n_wide = self.count_classes(get_examples())
+        counts, n_entities, n_wide = count_classes(get_examples(), self.classes, self.max_width)
         if n_wide:
             logger.warning(
                 "%d of %d gold entities (%.2f%%) are wider than max_width=%d tokens: maral_ner "
@@ -388,14 +401,10 @@ class MaralNER(TrainablePipe):
         self.model.set_dim("nO", len(self.classes))
         sample = [eg.predicted for eg in islice(get_examples(), 10)]
         self.model.initialize(X=sample)
+        self.model.attrs[CLASSES_ATTR] = list(self.classes)  # saved with the weights, checked on load
         self.cfg["nI"] = self.model.get_dim("nI")
         if self.adapter is not None and adaptation_corpus is not None and nlp is not None:
             self.adapter.initialize(adaptation_corpus.target_examples(nlp), self.classes, self.max_width)
-
-    def count_classes(self, examples: Iterable[Example]) -> Tuple[List[float], int, int]:
-        """Span counts per class, gold entities, and those wider than max_width
-        (spacy_maral.pipeline.span_labels.count_classes)."""
-        return count_classes(examples, self.classes, self.max_width)
 
     def copy_weights_from(self, other: "MaralNER") -> None:
         """Start from the weights and class statistics of another maral_ner (a warm start).
@@ -416,6 +425,7 @@ class MaralNER(TrainablePipe):
     # ----------------------------------------------------------- serialization
     def _restore_model(self) -> None:
         self.loss.from_cfg(self.cfg.get("loss_state", {}))
+        self.model.attrs[CLASSES_ATTR] = list(self.classes)  # what weights that record none are taken for
         if self.cfg.get("nI") is not None:
             self.model.set_dim("nO", len(self.classes), force=True)
             self.model.set_dim("nI", self.cfg["nI"], force=True)
@@ -443,10 +453,8 @@ class MaralNER(TrainablePipe):
         if "vocab" in msg and "vocab" not in exclude:
             self.vocab.from_bytes(msg["vocab"], exclude=exclude)
         self._restore_model()
-        try:
-            self.model.from_bytes(msg["model"])
-        except (ValueError, KeyError) as err:
-            raise ValueError(f"maral_ner '{self.name}': can't load the model weights: {err}") from err
+        where = f"maral_ner '{self.name}' bytes"
+        load_weights(self.model, msg["model"], self.classes, f"{where} (cfg)", f"{where} (model)", self.name)
         return self
 
     def to_disk(self, path, *, exclude: Iterable[str] = tuple()) -> None:
@@ -469,10 +477,7 @@ class MaralNER(TrainablePipe):
         self._restore_model()
         if (path / "vocab").exists() and "vocab" not in exclude:
             self.vocab.from_disk(path / "vocab", exclude=exclude)
-        try:
-            self.model.from_disk(path / "model")
-        except (ValueError, KeyError, OSError) as err:
-            raise ValueError(f"maral_ner '{self.name}': can't load {path / 'model'}: {err}") from err
+        load_weights(self.model, path / "model", self.classes, path / "cfg", path / "model", self.name)
         if self.adapter is not None and (path / "adaptation").exists() and "adaptation" not in exclude:
             self.adapter.load(path / "adaptation")
         return self

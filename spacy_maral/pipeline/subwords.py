@@ -14,6 +14,8 @@ import numpy
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 
+from spacy_maral.pipeline.nontext import is_non_text_token
+
 NO_SUBWORD_WARNING = (
     "maral_ner '%s': %d word(s) in this batch got no subword from the encoder and cannot be "
     "entities: a window of [components.transformer.model.get_spans] passed the encoder's maximum "
@@ -32,7 +34,8 @@ def words_without_subwords(docs: Sequence[Doc]) -> int:
 
 
 def lost_words(doc: Doc) -> List[int]:
-    """The indices of the non-space words of `doc` that got no subword.
+    """The indices of the words of `doc` that got no subword (whitespace tokens and
+    tokens of characters that are not text, which can't be entities, left out).
 
     doc (Doc): a doc after the transformer ran (`doc._.trf_data`); others have none.
     RETURNS (List[int]): token indices, in order.
@@ -45,7 +48,7 @@ def lost_words(doc: Doc) -> List[int]:
     lengths = trf.align.lengths
     lengths = lengths.get() if hasattr(lengths, "get") else numpy.asarray(lengths)
     empty = numpy.flatnonzero(lengths == 0)
-    return [i for i in empty.tolist() if not doc[i].is_space]
+    return [i for i in empty.tolist() if not doc[i].is_space and not is_non_text_token(doc[i].text)]
 
 
 SpanGetter = Callable[[List[Doc]], List[List[Span]]]

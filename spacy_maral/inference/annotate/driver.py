@@ -15,6 +15,10 @@ temporary name and renamed into place, so a partition on disk is complete; a rer
 skips the finished partitions, and its output equals an uninterrupted run's.
 `pyarrow.parquet.read_table(OUTPUT)` (or pandas, or Ray Data) reads the whole output.
 
+Every document needs its own id: an input with two documents of one id (as the output
+writes it: 1 and "1" are one) is refused before any partition is annotated, naming both
+lines (spacy_maral.inference.annotate.ids).
+
 A bad line (not UTF-8, invalid JSON, no "text" string, a document the pipeline fails
 on) does not stop the run: it is logged with its file and 1-based line, recorded in
 OUTPUT/_errors.jsonl, and counted; the command exits with status 3 at the end if there
@@ -41,7 +45,7 @@ from tqdm import tqdm
 from spacy_maral.fileio import atomic_write_text
 from spacy_maral.inference.annotate.inputs import InputFile, input_files
 from spacy_maral.inference.annotate.output import ERRORS, PARTITIONS, SUMMARY, merge_errors
-from spacy_maral.inference.annotate.plan import FileIndex, index_file, plan_partitions
+from spacy_maral.inference.annotate.plan import FileIndex, index_file, plan_partitions, refuse_repeated_ids
 from spacy_maral.inference.annotate.task import annotate_partition
 from spacy_maral.inference.engines.base import model_id
 from spacy_maral.inference.lock import folder_lock
@@ -157,9 +161,11 @@ def _annotate_owned(
     the partitions are planned from the files' line counts, and each worker reads,
     annotates and writes its own (spacy_maral.inference.annotate.task); this process only
     adds up their summaries."""
+    indexes = index_files(engine, files, text_field, id_field)
+    refuse_repeated_ids(indexes, text_field, id_field)  # before the folder is made this run's
     open_output(output_dir, manifest, run="annotate", outputs=PARTITIONS)
     stats = AnnotateStats(engine=engine.name, n_workers=engine.n_workers)
-    plans = plan_partitions(index_files(engine, files, text_field, id_field), partition_size)
+    plans = plan_partitions(indexes, partition_size)
     settings = dict(output_dir=str(output_dir), run_digest=manifest_digest(manifest), text_field=text_field,
                     id_field=id_field, batch_size=batch_size, scores_key=scores_key, sort_buffer=sort_buffer)
     bar = tqdm(desc="annotating", unit="line", disable=not progress)

@@ -8,10 +8,13 @@ The partitions are the same as cutting the lines of all files, in order, into pi
 `partition_size`: a partition's lines, numbers, raw
 content and so its input digest do not depend on who reads it.
 """
-from dataclasses import dataclass
-from typing import Iterator, List, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Iterator, List, Optional, Sequence, Tuple
 
-from spacy_maral.inference.annotate.inputs import InputFile, Partition, open_parquet, parquet_columns
+import numpy
+
+from spacy_maral.inference.annotate.ids import DigestList, count_repeats, repeated_pairs
+from spacy_maral.inference.annotate.inputs import BadLine, InputFile, Partition, open_parquet, parquet_columns, parse_unit
 
 CHECKPOINT_LINES = 4096  # a worker skips at most this many lines to reach its first one
 
@@ -24,11 +27,14 @@ class FileIndex:
     n_units (int): its lines (Parquet: rows).
     checkpoints (Tuple[int, ...]): text and JSONL: the byte offset of line
         k * CHECKPOINT_LINES + 1, for k = 0, 1, ...; empty for Parquet.
+    id_digests (Optional[numpy.ndarray]): the digest of each line's document id
+        (spacy_maral.inference.annotate.ids; 0 for a line that is no document).
     """
 
     file: InputFile
     n_units: int
     checkpoints: Tuple[int, ...] = ()
+    id_digests: Optional[numpy.ndarray] = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -73,8 +79,9 @@ def index_file(file: InputFile, text_field: str = "text", id_field: str = "id") 
     if file.format == "parquet":
         reader = open_parquet(file)
         parquet_columns(file, reader, text_field, id_field)
-        return FileIndex(file, reader.metadata.num_rows)
+        return FileIndex(file, reader.metadata.num_rows, (), _parquet_id_digests(file, reader, text_field, id_field))
     checkpoints: List[int] = []
+    digests = DigestList()
     offset = n = 0
     with file.open() as f:
         for raw in f:  # the file's lines, split after b"\n"
@@ -82,7 +89,63 @@ def index_file(file: InputFile, text_field: str = "text", id_field: str = "id") 
                 checkpoints.append(offset)
             n += 1
             offset += len(raw)
-    return FileIndex(file, n, tuple(checkpoints))
+            digests.add(_record_id(parse_unit(file, n, raw, text_field, id_field)))
+    return FileIndex(file, n, tuple(checkpoints), digests.to_numpy())
+
+
+def _record_id(parsed: object) -> Optional[str]:
+    """The id of parse_unit's record; None for a blank or bad line."""
+    return None if parsed is None or isinstance(parsed, BadLine) else parsed[0]  # type: ignore[index]
+
+
+def _parquet_id_digests(file: InputFile, reader, text_field: str, id_field: str) -> numpy.ndarray:
+    """The id digests of a Parquet file's rows: its id column (when it has one) and, only
+    for row groups whose statistics don't rule out nulls, its text column (a null text is
+    a bad row, no document)."""
+    digests = DigestList()
+    has_id = id_field in reader.schema_arrow.names
+    row = 0
+    for group in range(reader.metadata.num_row_groups):
+        meta = reader.metadata.row_group(group)
+        ids = reader.read_row_group(group, columns=[id_field]).column(0).to_pylist() if has_id else [None] * meta.num_rows
+        stats = next((meta.column(j).statistics for j in range(meta.num_columns) if meta.column(j).path_in_schema == text_field), None)
+        if stats is not None and stats.has_null_count and stats.null_count == 0:
+            present = [True] * meta.num_rows
+        else:
+            present = reader.read_row_group(group, columns=[text_field]).column(0).is_valid().to_pylist()
+        for i, (doc_id, there) in enumerate(zip(ids, present)):
+            digests.add(_record_id(parse_unit(file, row + i + 1, (doc_id, "" if there else None), text_field, id_field)))
+        row += meta.num_rows
+    return digests.to_numpy()
+
+
+def refuse_repeated_ids(indexes: Sequence[FileIndex], text_field: str = "text", id_field: str = "id") -> None:
+    """A ValueError naming the first line (file and number) whose document id an earlier
+    line of the input has, and that line, when there is one (spacy_maral.inference.annotate.ids).
+
+    indexes (Sequence[FileIndex]): every input file, in input order (index_file).
+    text_field, id_field (str): the JSONL keys / Parquet columns.
+    """
+    digests = [fi.id_digests if fi.id_digests is not None else numpy.zeros(fi.n_units, numpy.uint64) for fi in indexes]
+    for (file_a, line_a), (file_b, line_b) in repeated_pairs(digests):
+        first, again = indexes[file_a], indexes[file_b]
+        doc_id = _record_id(_read_unit(again, line_b, text_field, id_field))
+        if doc_id is None or doc_id != _record_id(_read_unit(first, line_a, text_field, id_field)):
+            continue  # two ids with one digest
+        raise ValueError(
+            f"{again.file.name}, {again.file.unit} {line_b}: the id {doc_id!r} is already the id of {first.file.name}, "
+            f"{first.file.unit} {line_a} ({count_repeats(digests)} line(s) of the input repeat an earlier line's id). "
+            "annotate writes each document's entities under its id, so every document needs its own: fix the ids, "
+            "or leave the id field out (each document's id is then FILE:LINE). Nothing was annotated."
+        )
+
+
+def _read_unit(fi: FileIndex, line: int, text_field: str, id_field: str) -> object:
+    """One line (row) of a file, parsed (parse_unit)."""
+    k = (line - 1) // CHECKPOINT_LINES
+    offset = fi.checkpoints[k] if fi.checkpoints else 0
+    [(file, number, raw)] = list(read_segment(Segment(fi.file, line, 1, offset, k * CHECKPOINT_LINES + 1), text_field, id_field))
+    return parse_unit(file, number, raw, text_field, id_field)
 
 
 def plan_partitions(indexes: Sequence[FileIndex], partition_size: int) -> Iterator[PartitionPlan]:
