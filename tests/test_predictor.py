@@ -1,6 +1,6 @@
 """EntityPredictor, the callable class for Ray Data's map_batches: its rows equal
 annotate's for the same documents; every batch format Ray hands it; error rows for the
-documents it can't annotate, the rest of the batch kept; and the README's example run
+documents it can't annotate, the rest of the batch kept; and the example of docs/scale.md run
 as written on a local Ray instance.
 """
 import json
@@ -97,9 +97,9 @@ def test_missing_column_names_the_columns(predictor) -> None:
 
 
 def readme_example() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf8")
+    readme = (ROOT / "docs" / "scale.md").read_text(encoding="utf8")
     match = re.search(r"<!-- the example below is run by tests/test_predictor.py -->\n```python\n(.*?)```", readme, re.S)
-    assert match, "README: the EntityPredictor example is missing"
+    assert match, "docs/scale.md: the EntityPredictor example is missing"
     return match.group(1)
 
 

@@ -1,8 +1,8 @@
 """The Markdown tables of BENCHMARKS.md, generated from benchmarks/results/ (one file per claim).
 
-    python benchmarks/scripts/tables.py [BENCHMARKS.md] [--check]
+    python benchmarks/scripts/tables.py [FILE.md ...] [--check]
 
-BENCHMARKS.md marks each table as
+(by default BENCHMARKS.md and README.md). A page marks each table as
 
     <!-- table:CLAIM/NAME -->
     | ... |
@@ -359,18 +359,19 @@ def generate(text: str) -> str:
 
 def main(argv: list) -> int:
     check = "--check" in argv
-    paths = [a for a in argv if a != "--check"]
-    path = Path(paths[0]) if paths else ROOT / "BENCHMARKS.md"
-    text = path.read_text(encoding="utf8")
-    new = generate(text)
-    if check:
-        if new != text:
+    paths = [Path(a) for a in argv if a != "--check"] or [ROOT / "BENCHMARKS.md", ROOT / "README.md"]
+    stale = 0
+    for path in paths:
+        text = path.read_text(encoding="utf8")
+        new = generate(text)
+        if new == text:
+            continue
+        if check:
             print(f"{path}: tables are out of date; run python benchmarks/scripts/tables.py", file=sys.stderr)
-            return 1
-        return 0
-    if new != text:
-        path.write_text(new, encoding="utf8")
-    return 0
+            stale = 1
+        else:
+            path.write_text(new, encoding="utf8")
+    return stale
 
 
 if __name__ == "__main__":

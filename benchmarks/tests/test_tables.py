@@ -11,6 +11,19 @@ def test_committed_tables_equal_the_generated_ones(tables) -> None:
     assert tables.main([str(ROOT / "BENCHMARKS.md"), "--check"]) == 0
 
 
+def test_the_readme_is_short_and_its_results_table_generated(tables, tmp_path) -> None:
+    """README.md: at most 200 lines, its results table between markers, equal to what the
+    results give (a hand-edited cell is stale)."""
+    text = (ROOT / "README.md").read_text(encoding="utf8")
+    assert len(text.splitlines()) <= 200
+    assert "<!-- table:three-seed-ensemble/headline -->" in text
+    assert tables.generate(text) == text
+    edited = tmp_path / "README.md"
+    edited.write_text(text.replace("**65.20 (1.18)**", "**66.20 (1.18)**", 1), encoding="utf8")
+    assert tables.main([str(edited), "--check"]) == 1
+    assert tables.main([str(ROOT / "BENCHMARKS.md"), str(ROOT / "README.md"), "--check"]) == 0
+
+
 def test_every_results_file_is_cited_and_says_what_where_and_when(tables) -> None:
     text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
     for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
