@@ -1,0 +1,83 @@
+"""A student's score temperature without target tags (the agreement rule), set against the
+constant 2.0 by ECE on a gold dev set.
+
+    python benchmarks/scripts/temperature_rule.py OUT.json STUDENT PSEUDO_DIR LANG DEV.conll [--skip 800] [--n 1000]
+
+The agreement rule: T is the temperature at which the mean score of the student's
+entities on raw target text equals the share of them that the teachers' pseudo-labels
+also hold (same characters, same type). It reads the pseudo-labelled target sentences
+PSEUDO_DIR (the workflow's corpus/LANG-pseudo) from --skip on (the first --skip are the
+student's training sentences), --n of them. DEV.conll is read only to score the two
+temperatures (ECE, 10 bins): it chooses nothing here.
+"""
+import json
+import sys
+from pathlib import Path
+
+import numpy
+import spacy
+
+from spacy_maral.corpora.docbin import read_docs
+from spacy_maral.corpora.target_text import iter_target_docs
+from spacy_maral.evaluation.calibration import reliability
+from spacy_maral.evaluation.raw_text import entity_logits
+from spacy_maral.pipeline.decoding import tempered_scores
+from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
+from spacy_maral.training.stage2.soft_labels import PSEUDO_KEY
+
+CONSTANT = 2.0
+
+
+def agreement_temperature(logits: numpy.ndarray, classes: numpy.ndarray, agree: numpy.ndarray) -> float:
+    """The T in [0.05, 50] at which the mean tempered score equals the agreement share
+    (bisection on log T: the score of the predicted class falls as T grows)."""
+    target = float(agree.mean())
+    lo, hi = numpy.log(0.05), numpy.log(50.0)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if tempered_scores(logits, classes, float(numpy.exp(mid))).mean() > target:
+            lo = mid
+        else:
+            hi = mid
+    return float(numpy.exp((lo + hi) / 2))
+
+
+def main(argv) -> None:
+    options = {"--skip": 800, "--n": 1000}
+    for flag in list(options):
+        if flag in argv:
+            i = argv.index(flag)
+            options[flag] = int(argv[i + 1])
+            argv = argv[:i] + argv[i + 2:]
+    out, student, pseudo, lang, dev = Path(argv[0]), argv[1], Path(argv[2]), argv[3], Path(argv[4])
+    nlp = spacy.load(student)
+    set_tokenizer_lang(nlp, lang)
+    docs = []
+    for i, doc in enumerate(read_docs(pseudo, nlp)):
+        if i < options["--skip"]:
+            continue
+        if len(docs) >= options["--n"]:
+            break
+        doc.ents = list(doc.spans[PSEUDO_KEY]) if PSEUDO_KEY in doc.spans else []
+        docs.append(doc)
+    logits, classes, agree = entity_logits(nlp, docs)
+    t_rule = agreement_temperature(logits, classes, numpy.asarray(agree, dtype=bool))
+    gold = list(iter_target_docs(dev, nlp, gold_tokens=True))
+    dev_logits, dev_classes, correct = entity_logits(nlp, gold)
+    result = {
+        "student": student, "lang": lang, "target_sentences": len(docs), "entities": int(len(agree)),
+        "agreement": round(float(numpy.mean(agree)), 4), "rule_temperature": round(t_rule, 3),
+        "dev": dev.name, "dev_entities": int(len(correct)),
+        "ece": {
+            "constant_2.0": round(reliability(tempered_scores(dev_logits, dev_classes, CONSTANT), correct)["ece"], 4),
+            "agreement_rule": round(reliability(tempered_scores(dev_logits, dev_classes, t_rule), correct)["ece"], 4),
+        },
+        "dev_precision": round(float(numpy.mean(correct)), 4),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
