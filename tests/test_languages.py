@@ -179,3 +179,21 @@ def test_a_language_whose_package_name_changes_is_only_packaged_again(tmp_path) 
     outcomes = run(project, tmp_path, ["de", "fi"])
     assert project.calls == [("package", "de"), ("language", "fi")]
     assert outcomes["de"].package == "maral_ner_de"
+
+
+@pytest.mark.parametrize("content,lang,message", [
+    ("  \n\t\n", "fi", "no sentence"),
+    ("", "fi", "is empty"),
+    (FINNISH + "\n", "xy", "unknown language code 'xy'"),
+])
+def test_pseudo_label_refuses_bad_input_before_the_teacher_loads(tmp_path, content, lang, message) -> None:
+    """The teacher does not exist: the message is about the input, and the output folder
+    (no _lock, no _manifest.json) is never made."""
+    text = tmp_path / "fi.txt"
+    text.write_text(content, encoding="utf8")
+    out = tmp_path / "pseudo"
+    result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "no-teacher"), str(text), str(out), "--lang", lang])
+    assert result.exit_code == 1
+    assert message in " ".join(result.output.split())
+    assert "no-teacher" not in result.output
+    assert not out.exists()
