@@ -76,8 +76,8 @@ def source_config(encoder: Path, overrides: Optional[Dict[str, object]] = None) 
     config = Config().from_disk(REPO / "configs" / "source.cfg", interpolate=False)
     settings = {
         "paths.encoder": str(encoder),
-        "components.transformer.model.get_spans.window": 32,
-        "components.transformer.model.get_spans.stride": 24,
+        "components.transformer.model.encoder.get_spans.window": 32,
+        "components.transformer.model.encoder.get_spans.stride": 24,
         "components.maral_ner.model.hidden_width": 32,
         "components.maral_ner.model.projection_dim": 16,
     }

@@ -609,6 +609,10 @@ def test_source_into_another_pipeline_with_replace_listeners(trained_dir, tmp_pa
     nlp.to_disk(tmp_path / "german")
     reloaded = spacy.load(tmp_path / "german")  # the filter of the saved config: prefer new
     assert ents_of(reloaded(SENTENCE)) == [("Angela Merkel", "PER"), ("Paris", "LOC"), ("Monday", "DAY")]
+    # its own transformer under the runtime, windows fitted (spacy_maral.Tok2VecEncoderRuntime.v1)
+    assert reloaded.get_pipe_config("maral_ner")["model"]["tok2vec"]["@architectures"] == "spacy_maral.Tok2VecEncoderRuntime.v1"
+    runtime = next(node for node in reloaded.get_pipe("maral_ner").model.walk() if node.name == "encoder_runtime")
+    assert runtime.encoder.attrs["get_spans"].encoder is runtime.encoder
 
 
 def test_source_with_replace_listeners_from_config(trained_dir) -> None:

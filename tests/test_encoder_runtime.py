@@ -1,5 +1,6 @@
-"""The encoder runtime (spacy_maral.encoder_runtime.v1): precision chosen at load time and
-never saved, bfloat16 autocast only where the CPU has it, length-sorted sub-batches."""
+"""The encoder runtime (spacy_maral.EncoderRuntime.v1): precision chosen at load time and
+never saved, bfloat16 autocast only where the CPU has it, length-sorted sub-batches; built
+by the config, with no private attribute of thinc or spacy-transformers rebound."""
 import filecmp
 from pathlib import Path
 
@@ -16,7 +17,6 @@ from spacy_maral.pipeline.encoder_runtime import (
     load_pipeline,
     resolve_precision,
     runtime_config,
-    set_encoder_runtime,
 )
 
 TEXTS = [
@@ -128,8 +128,8 @@ def test_the_setting_round_trips_through_the_saved_config(trained_dir, tmp_path)
 
 
 def test_bf16_training_keeps_fp32_weights_and_learns(tiny_encoder) -> None:
-    nlp = build_nlp(tiny_encoder)
-    set_encoder_runtime(nlp, precision="bf16")
+    nlp = build_nlp(tiny_encoder, {"components.transformer.model.precision": "bf16"})
+    assert encoder_runtime_of(nlp)["running"] == "bf16"
     fix_random_seed(0)
     examples = make_examples(nlp)
     nlp.initialize(lambda: examples)
@@ -173,3 +173,125 @@ def test_a_pipeline_with_the_runtime_still_pickles(trained_dir) -> None:
     again = pickle.loads(pickle.dumps(nlp))
     assert encoder_runtime_of(again)["precision"] == "bf16"
     assert_same_predictions(predictions(again, TEXTS), predictions(nlp, TEXTS))
+
+
+# ------------------------------------------- built by the config, nothing patched
+
+
+def _old_style_config(saved: Path, precision: str = "auto") -> None:
+    """Rewrite a saved pipeline's config.cfg as a pipeline saved before
+    spacy_maral.EncoderRuntime.v1 had it: a bare TransformerModel with strided windows and
+    the after_pipeline_creation callback (the weights' file is the same)."""
+    from thinc.api import Config
+
+    config = Config().from_disk(saved / "config.cfg", interpolate=False)
+    encoder = dict(config["components"]["transformer"]["model"]["encoder"])
+    spans = dict(encoder["get_spans"])
+    encoder["get_spans"] = {"@span_getters": "spacy-transformers.strided_spans.v1", "window": spans["window"], "stride": spans["stride"]}
+    config["components"]["transformer"]["model"] = encoder
+    config["nlp"]["after_pipeline_creation"] = {
+        "@callbacks": "spacy_maral.encoder_runtime.v1", "precision": precision, "sort_by_length": True, "bucket_rows": 16,
+    }
+    config.to_disk(saved / "config.cfg")
+
+
+def assert_nothing_patched(nlp, window: int = 32, stride: int = 24) -> None:
+    """The transformer's model is the registered architecture built by the config; every
+    function, method and span getter of thinc and spacy-transformers is their own."""
+    import thinc.layers.pytorchwrapper
+    from spacy_transformers.layers import transformer_model
+    from spacy_transformers.pipeline_component import Transformer
+
+    from spacy_maral.pipeline.encoder_runtime import EncoderRuntime
+    from spacy_maral.pipeline.subwords import EncoderWindows, configure_encoder_windows
+    from spacy_maral.util import registry
+
+    pipe = nlp.get_pipe("transformer")
+    assert type(pipe) is Transformer
+    assert "from_disk" not in vars(pipe) and type(pipe).from_disk is Transformer.from_disk  # the class's method
+    model = pipe.model
+    assert type(model) is EncoderRuntime and model._func is encoder_runtime._forward
+    inner = model.encoder
+    assert type(inner) is transformer_model.TransformerModel
+    assert inner._func is transformer_model.forward  # spacy-transformers' own forward
+    assert inner.layers[0]._func is thinc.layers.pytorchwrapper.forward  # thinc's, not rebound
+    assert all(not getattr(node._func, "__module__", "").startswith("spacy_maral") for node in inner.walk())
+    hf_model = inner.transformer  # None until the model is initialized or loaded
+    for module in hf_model.modules() if hf_model is not None else []:
+        assert not [name for name in vars(module) if "maral" in name.lower()]  # no flag of ours on the HF model
+        hooks = list(module._forward_hooks.values()) + list(module._forward_pre_hooks.values())
+        assert not [h for h in hooks if getattr(h, "__module__", "").startswith("spacy_maral")]
+    get_spans = inner.attrs["get_spans"]
+    assert registry.span_getters.get("spacy_maral.encoder_windows.v1") is configure_encoder_windows
+    assert type(get_spans) is EncoderWindows and (get_spans.window, get_spans.stride) == (window, stride)
+    assert get_spans.encoder is inner
+
+
+def test_nothing_is_patched_when_built_trained_saved_and_loaded(tiny_encoder, trained, trained_dir, tmp_path) -> None:
+    assert_nothing_patched(build_nlp(tiny_encoder))
+    assert_nothing_patched(trained.nlp)
+    assert_nothing_patched(spacy.load(trained_dir))
+    nlp = load_pipeline(trained_dir, precision="bf16")
+    predictions(nlp, TEXTS)
+    assert_nothing_patched(nlp)
+    nlp.to_disk(tmp_path / "again")
+    assert_nothing_patched(load_pipeline(tmp_path / "again", precision="fp32"))
+
+
+def test_no_factory_edits_the_transformer(tiny_encoder) -> None:
+    """maral_ner's factory leaves the transformer created before it as its config made it."""
+    from helpers import source_config
+
+    config = source_config(tiny_encoder)
+    config["nlp"]["pipeline"] = ["transformer"]
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    model = nlp.get_pipe("transformer").model
+    before = (model, model._func, model.encoder._func, dict(model.encoder.attrs))
+    nlp.add_pipe("maral_ner", config={k: v for k, v in config["components"]["maral_ner"].items() if k != "factory"})
+    model = nlp.get_pipe("transformer").model
+    assert (model, model._func, model.encoder._func, dict(model.encoder.attrs)) == before
+    assert_nothing_patched(nlp)
+
+
+def test_sub_batches_merge_into_the_batch_the_model_gives_in_one_piece(trained_dir) -> None:
+    """Length-sorted sub-batches give the FullTransformerBatch of one padded batch: the same
+    spans, wordpieces, alignment and (under the mask) outputs."""
+    plain = spacy.load(trained_dir, config=runtime_config("fp32", sort_by_length=False))
+    sorted_ = spacy.load(trained_dir, config=runtime_config("fp32", sort_by_length=True, bucket_rows=2))
+    docs = [plain.make_doc(t) for t in TEXTS]
+    a = plain.get_pipe("transformer").model.predict(docs)
+    b = sorted_.get_pipe("transformer").model.predict(docs)
+    assert [[(s.start, s.end) for s in d] for d in a.spans] == [[(s.start, s.end) for s in d] for d in b.spans]
+    assert a.wordpieces.strings == b.wordpieces.strings and a.wordpieces.lengths == b.wordpieces.lengths
+    numpy.testing.assert_array_equal(a.wordpieces.input_ids, b.wordpieces.input_ids)
+    numpy.testing.assert_array_equal(a.wordpieces.attention_mask, b.wordpieces.attention_mask)
+    numpy.testing.assert_array_equal(a.align.dataXd, b.align.dataXd)
+    numpy.testing.assert_array_equal(a.align.lengths, b.align.lengths)
+    mask = a.wordpieces.attention_mask.astype(bool)
+    ha, hb = (x.model_output.last_hidden_state.detach().numpy() for x in (a, b))
+    numpy.testing.assert_allclose(ha[mask], hb[mask], rtol=1e-4, atol=1e-5)
+    for da, db in zip(a.doc_data, b.doc_data):
+        numpy.testing.assert_array_equal(da.align.dataXd, db.align.dataXd)
+
+
+def test_a_pipeline_saved_before_the_architecture_loads_through_the_legacy_callback(trained_dir, tmp_path) -> None:
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(trained_dir, old)
+    _old_style_config(old, precision="bf16")
+    nlp = spacy.load(old)  # the callback of its config: bf16
+    assert encoder_runtime_of(nlp) == {"precision": "bf16", "sort_by_length": True, "bucket_rows": 16, "running": "bf16"}
+    assert_nothing_patched(nlp)
+    fp32 = load_pipeline(old, precision="fp32")  # --precision on an older pipeline: its callback's setting
+    assert encoder_runtime_of(fp32)["running"] == "fp32"
+    assert_same_predictions(predictions(fp32, TEXTS), predictions(load_pipeline(trained_dir, precision="fp32"), TEXTS))
+    assert [x[0] for x in predictions(nlp, TEXTS)] == [x[0] for x in predictions(fp32, TEXTS)]
+    fp32.to_disk(tmp_path / "resaved")  # saved again: still its older config, and it loads the same
+    assert_same_predictions(predictions(load_pipeline(tmp_path / "resaved", precision="fp32"), TEXTS), predictions(fp32, TEXTS))
+
+
+def test_the_legacy_callback_on_a_current_pipeline_says_what_to_set(trained_dir) -> None:
+    legacy = {"nlp": {"after_pipeline_creation": {"@callbacks": "spacy_maral.encoder_runtime.v1", "precision": "fp32"}}}
+    with pytest.raises(ValueError, match=r"set components\.transformer\.model\.precision"):
+        spacy.load(trained_dir, config=legacy)

@@ -20,7 +20,7 @@ def setup(tiny_encoder, tmp_path_factory):
     DocBin(docs=[eg.reference for eg in make_examples(build_nlp(tiny_encoder))]).to_disk(corpus)
     config = Config().from_disk(REPO / "configs" / "source.cfg", interpolate=False)
     config["paths"].update({"train": str(corpus), "dev": str(corpus), "encoder": str(tiny_encoder)})
-    config["components"]["transformer"]["model"]["get_spans"].update({"window": 32, "stride": 24})
+    config["components"]["transformer"]["model"]["encoder"]["get_spans"].update({"window": 32, "stride": 24})
     config["components"]["maral_ner"]["model"].update({"hidden_width": 32, "projection_dim": 16})
     config["training"].update({"max_steps": 6, "eval_frequency": 3})
     config["training"]["optimizer"]["learn_rate"].update({"warmup_steps": 2})

@@ -284,7 +284,8 @@ def test_installed_wheel_loads_from_any_directory(project_run_all, tmp_path) -> 
     text = "Die SPD-Fraktion in Baden-Württemberg nahm Laura Schmidt am Freitag fest."
     script = (
         "import json, spacy, xx_maral_ner\n"
-        "nlp = spacy.load('xx_maral_ner', config={'components': {'transformer': {'model': {'name': '/nonexistent/encoder'}}}})\n"
+        "encoder = {'encoder': {'name': '/nonexistent/encoder'}}\n"
+        "nlp = spacy.load('xx_maral_ner', config={'components': {'transformer': {'model': encoder}}})\n"
         f"doc = nlp({text!r})\n"
         "g = doc.spans['maral']\n"
         "print(json.dumps({'file': xx_maral_ner.__file__, 'pipes': nlp.pipe_names, 'tokens': [t.text for t in doc],\n"

@@ -420,7 +420,7 @@ def test_replace_dir_swaps_keeps_the_old_on_failure_and_recovers_a_kill(tmp_path
 
 def test_windows_past_the_encoder_length_are_split_and_lose_no_word(trained, caplog) -> None:
     """A window of long rare words passes the encoder's maximum length: the window is
-    split (pipeline.subwords.fit_windows_to_encoder), so every word keeps its subwords
+    split (spacy_maral.encoder_windows.v1, pipeline.subwords), so every word keeps its subwords
     and nothing is warned; words the encoder still gives no subword are counted
     (test_reliability.py)."""
     from spacy_maral.pipeline.subwords import words_without_subwords

@@ -512,7 +512,7 @@ def write_stage2_config(data: Dict[str, Path], path: Path, hook: str = "spacy_ma
     config["paths"].update(
         {"source": str(data["source"]), "dev": str(data["source"]), "encoder": str(data["encoder"])}
     )
-    config["components"]["transformer"]["model"]["get_spans"].update({"window": 32, "stride": 24})
+    config["components"]["transformer"]["model"]["encoder"]["get_spans"].update({"window": 32, "stride": 24})
     config["components"]["maral_ner"]["model"].update({"hidden_width": 32, "projection_dim": 16})
     config["components"]["maral_ner"]["adaptation"]["knn_k"] = 5
     config["components"]["maral_ner"]["adaptation"]["n_epochs"] = 4
@@ -895,7 +895,7 @@ def student_nlp(encoder: Path, source: Path, target: Path, corpus: Dict[str, obj
 
     config = Config().from_disk(REPO / "configs" / "adapt.cfg", interpolate=False)
     config["paths"].update({"source": str(source), "target": str(target), "dev": str(source), "encoder": str(encoder)})
-    config["components"]["transformer"]["model"]["get_spans"].update({"window": 32, "stride": 24})
+    config["components"]["transformer"]["model"]["encoder"]["get_spans"].update({"window": 32, "stride": 24})
     config["components"]["maral_ner"]["model"].update({"hidden_width": 32, "projection_dim": 16})
     config["components"]["maral_ner"]["adaptation"].update({"knn_k": 5, "n_epochs": 4, **(adaptation or {})})
     config["corpora"]["train"].update(corpus)

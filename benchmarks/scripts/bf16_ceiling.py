@@ -112,7 +112,7 @@ def main() -> None:
     profile.disable()
     stats = pstats.Stats(profile).stats
     encoder_s = sum(v[3] for (file, _, name), v in stats.items()
-                    if name == "__call__" and file.endswith("encoder_runtime.py"))  # the encoder's forward, sub-batches in
+                    if name == "_forward" and file.endswith("encoder_runtime.py"))  # the transformer's forward, sub-batches in
     linear_s = sum(v[2] for (_, _, name), v in stats.items() if name == "<built-in method torch._C._nn.linear>")
     out = {
         "claim": "bf16's speed-up on this CPU is bounded by its matrix products (no AMX: AVX512-BF16 only)",

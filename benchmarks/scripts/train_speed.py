@@ -18,8 +18,6 @@ from spacy.tokens import DocBin
 from spacy.training import Example
 from thinc.api import Config, fix_random_seed
 
-from spacy_maral.pipeline.encoder_runtime import set_encoder_runtime
-
 torch.set_num_threads(1)
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 40
 ENCODER, TRAIN = sys.argv[2], sys.argv[3]
@@ -31,8 +29,8 @@ res = {}
 for rnd in range(2):
     for prec in ("fp32", "bf16"):
         fix_random_seed(0)
+        cfg["components"]["transformer"]["model"]["precision"] = prec  # spacy_maral.EncoderRuntime.v1
         nlp = spacy.util.load_model_from_config(cfg.interpolate(), auto_fill=True)
-        set_encoder_runtime(nlp, precision=prec)
         gold = list(DocBin().from_disk(TRAIN).get_docs(nlp.vocab))
         random.Random(0).shuffle(gold)
         examples = [Example(nlp.make_doc(d.text), d) for d in gold[: 8 * (N + 5) + 200]]

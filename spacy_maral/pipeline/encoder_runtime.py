@@ -1,38 +1,48 @@
-"""How the transformer runs: its precision and length-sorted sub-batches, chosen when a
-pipeline is created or loaded, never saved with its weights.
+"""How the transformer runs: its precision and length-sorted sub-batches, as a registered
+architecture around spacy-transformers' TransformerModel, never saved with its weights.
 
-`spacy_maral.encoder_runtime.v1` is an `[nlp] after_pipeline_creation` callback:
+`spacy_maral.EncoderRuntime.v1` is the `[components.transformer.model]` of the training
+configs, with the TransformerModel as its sub-layer (`[components.transformer.model.encoder]`):
 
-- `precision = "auto"` runs the encoder's forward (and, in training, its backward)
-  under `torch.autocast("cpu", dtype=torch.bfloat16)` where the CPU multiplies
-  bfloat16 natively (AVX512-BF16 or AMX, as torch reports), in fp32 elsewhere; on a GPU
-  it changes nothing (spacy-transformers' own `mixed_precision` applies there).
-  `"bf16"` asks for bfloat16 on the CPU anyway, `"fp32"` never uses it. The weights
-  stay fp32 (autocast casts per operation), so what `to_disk` writes is unchanged, and
-  the encoder's outputs are cast back to fp32 before anything else reads them: the span
-  head and its float64 vMF numerics never run under autocast.
-- `sort_by_length = true`: at prediction time the transformer's batch (its windows of
-  every document of an `nlp.pipe` batch) is sorted by length and run in sub-batches of
-  `bucket_rows` windows, each padded only to its own longest window, and put back in
-  order: plain `nlp.pipe` in arrival order pays little for padding.
+- `precision = "auto"` runs the encoder's forward (and so, in training, its backward) under
+  `torch.autocast("cpu", dtype=torch.bfloat16)` where the CPU multiplies bfloat16 natively
+  (AVX512-BF16 or AMX, as torch reports), in fp32 elsewhere; on a GPU it changes nothing
+  (spacy-transformers' own `mixed_precision` applies there). `"bf16"` asks for bfloat16 on
+  the CPU anyway, `"fp32"` never uses it. The weights stay fp32 (autocast casts per
+  operation), and the encoder's outputs are cast back to fp32 before anything else reads
+  them: the span head and its float64 vMF numerics never run under autocast.
+- `sort_by_length = true`: at prediction time the documents of a transformer batch are run
+  in length-sorted sub-batches of `bucket_rows` documents, each padded only to its own
+  longest window, and merged back in order (pipeline.encoder_batches).
 
-The settings wrap the forward of every spacy-transformers `TransformerModel` of the
-pipeline (a thinc function, not torch state), so they hold however often the weights are
-loaded, and a pipeline loaded with other settings (`spacy.load(path, config=...)`, or
-`load_pipeline`) runs with those.
+The layer's forward calls the TransformerModel's own forward; it serializes as the
+TransformerModel alone, so `transformer/model` is the file spacy-transformers writes, and
+the settings live in the config only: `load_pipeline(path, precision=...)` or
+`spacy.load(path, config=runtime_config(...))` chooses them at load time.
+`spacy_maral.Tok2VecEncoderRuntime.v1` is the same around spacy-transformers'
+Tok2VecTransformer (what `nlp.replace_listeners` gives maral_ner its own copy as).
 """
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-import numpy
 import torch
 from spacy.language import Language
+from spacy.tokens import Doc
+from spacy_transformers.data_classes import FullTransformerBatch
+from spacy_transformers.layers import TransformerModel, split_trf_batch, trfs2arrays
+from thinc.api import Model, chain
 
-from spacy_maral.pipeline.folder import load_naming_the_damaged_file, naming_the_damaged_file
+from spacy_maral.pipeline.encoder_batches import length_sorted_predict
+from spacy_maral.pipeline.folder import load_naming_the_damaged_file, pipeline_config
+from spacy_maral.pipeline.subwords import EncoderWindows
 from spacy_maral.util import logger, registry
 
 PRECISIONS = ("auto", "fp32", "bf16")
+ARCHITECTURE = "spacy_maral.EncoderRuntime.v1"
+TOK2VEC_ARCHITECTURE = "spacy_maral.Tok2VecEncoderRuntime.v1"
+LEGACY_CALLBACK = "spacy_maral.encoder_runtime.v1"
+WINDOWS = "spacy_maral.encoder_windows.v1"
 
 
 def native_bf16() -> bool:
@@ -60,148 +70,196 @@ def resolve_precision(precision: str, on_gpu: bool = False) -> str:
     return precision
 
 
-@registry.callbacks("spacy_maral.encoder_runtime.v1")
-def create_encoder_runtime(
-    precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16
-) -> Callable[[Language], Language]:
-    """An `[nlp] after_pipeline_creation` callback: how the pipeline's transformers run.
-
-    precision (str): "auto" (bfloat16 autocast where the CPU has native bfloat16, else
-        fp32), "fp32" or "bf16".
-    sort_by_length (bool): at prediction time, run each transformer batch in sub-batches
-        of similar length (less padding).
-    bucket_rows (int): transformer windows per sub-batch.
-    """
-    resolve_precision(precision)  # a bad value fails when the config is resolved
+def check_settings(precision: str, bucket_rows: int) -> None:
+    """Refuse a setting that can't run (when the config is resolved)."""
+    resolve_precision(precision)
     if bucket_rows < 1:
         raise ValueError(f"bucket_rows must be at least 1, not {bucket_rows}")
 
-    def apply(nlp: Language) -> Language:
-        set_encoder_runtime(nlp, precision=precision, sort_by_length=sort_by_length, bucket_rows=bucket_rows)
-        return nlp
 
-    return apply
+class EncoderRuntime(Model):
+    """A thinc layer around a spacy-transformers TransformerModel (its one sub-layer): the
+    inner forward under the precision chosen, length-sorted sub-batches at prediction. It
+    answers `tokenizer` and `transformer` as the TransformerModel does, so the Transformer
+    component and the package's code that reads them see no difference.
 
-
-def runtime_config(precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16) -> Dict[str, Any]:
-    """The config override that loads a pipeline with these settings:
-    `spacy.load(path, config=runtime_config("fp32"))`."""
-    return {"nlp": {"after_pipeline_creation": {
-        "@callbacks": "spacy_maral.encoder_runtime.v1", "precision": precision,
-        "sort_by_length": sort_by_length, "bucket_rows": bucket_rows,
-    }}}
-
-
-def load_pipeline(model: Union[str, Any], precision: str = "auto", **kwargs: Any) -> Language:
-    """spacy.load with the encoder runtime of `precision` (any pipeline; one saved before
-    the setting existed too).
-
-    model (Union[str, Path]): a pipeline directory or an installed package name.
+    encoder (TransformerModel): the wrapped model (its get_spans, if
+        spacy_maral.encoder_windows.v1, reads its limit from it).
     precision (str): "auto", "fp32" or "bf16".
-    kwargs: passed on to spacy.load.
-    RAISES (DamagedPipelineError): a file of the pipeline folder can't be read; the
-        message names it (spacy_maral.pipeline.folder).
+    sort_by_length (bool): length-sorted sub-batches at prediction.
+    bucket_rows (int): documents per sub-batch.
     """
-    config = kwargs.pop("config", {}) or {}
-    merged = {**config, "nlp": {**config.get("nlp", {}), **runtime_config(precision)["nlp"]}}
-    return load_naming_the_damaged_file(model, config=merged, **kwargs)
+
+    def __init__(self, encoder: Model, precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16) -> None:
+        check_settings(precision, bucket_rows)
+        super().__init__(
+            "encoder_runtime", _forward, init=_init, layers=[encoder], dims={"nO": None},
+            attrs={"set_transformer": _set_transformer, "replace_listener": _replace_listener,
+                   "replace_listener_cfg": _replace_listener_cfg},
+        )
+        # a plain attribute, not a thinc attr: attrs are saved with the weights, and the
+        # settings come from the config only
+        self.settings = {"precision": precision, "sort_by_length": bool(sort_by_length), "bucket_rows": int(bucket_rows)}
+        get_spans = encoder.attrs.get("get_spans")
+        if isinstance(get_spans, EncoderWindows):
+            get_spans.bind(encoder)
+        if encoder.has_dim("nO"):
+            self.set_dim("nO", encoder.get_dim("nO"))
+
+    @property
+    def encoder(self) -> Model:
+        """The wrapped TransformerModel."""
+        return self.layers[0]
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.encoder.tokenizer
+
+    @property
+    def transformer(self) -> Any:
+        return self.encoder.transformer
+
+    @property
+    def _init_tokenizer_config(self) -> Dict[str, Any]:  # read by the Transformer component (v1.0 conversion)
+        return self.encoder._init_tokenizer_config
+
+    @property
+    def _init_transformer_config(self) -> Dict[str, Any]:
+        return self.encoder._init_transformer_config
+
+    def running(self) -> str:
+        """The precision that runs now: "fp32" or "bf16"."""
+        return resolve_precision(self.settings["precision"], _on_gpu(self.encoder))
+
+    def copy(self) -> "EncoderRuntime":
+        return EncoderRuntime(self.encoder.copy(), **self.settings)
+
+    # The layer adds nothing to what is saved: `transformer/model` is the TransformerModel's
+    # own serialization (the same file with or without this layer, older pipelines too).
+    def to_dict(self) -> Dict:
+        return self.encoder.to_dict()
+
+    def from_dict(self, msg: Dict) -> "EncoderRuntime":
+        self.encoder.from_dict(msg)
+        self._sync_width()
+        return self
+
+    def from_bytes(self, bytes_data: bytes) -> "EncoderRuntime":
+        try:
+            return super().from_bytes(bytes_data)
+        except (ValueError, OSError, KeyError, EOFError) as err:
+            raise ValueError(
+                f"{err} (the encoder's weights: the pipeline's transformer/model is damaged or incomplete)"
+            ) from err
+
+    def _sync_width(self) -> None:
+        if self.encoder.has_dim("nO") and self.encoder.get_dim("nO") is not None:
+            self.set_dim("nO", self.encoder.get_dim("nO"), force=True)
 
 
-def set_encoder_runtime(nlp: Language, precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16) -> List[str]:
-    """Give every spacy-transformers TransformerModel of the pipeline these settings.
+@registry.architectures(ARCHITECTURE)
+def build_encoder_runtime(
+    encoder: Model[List[Doc], FullTransformerBatch], precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16
+) -> Model[List[Doc], FullTransformerBatch]:
+    """spacy-transformers' TransformerModel (`encoder`) run at a chosen precision, with
+    length-sorted sub-batches at prediction (EncoderRuntime).
 
-    nlp (Language): the pipeline.
-    precision (str): "auto", "fp32" or "bf16".
-    sort_by_length (bool): length-sorted sub-batches at prediction time.
-    bucket_rows (int): windows per sub-batch.
-    RETURNS (List[str]): the pipes whose transformers got them.
+    encoder (Model): spacy-transformers.TransformerModel.v3 (its get_spans, e.g.
+        spacy_maral.encoder_windows.v1).
+    precision (str): "auto" (bfloat16 autocast where the CPU has native bfloat16, else
+        fp32), "fp32" or "bf16".
+    sort_by_length (bool): at prediction time, run each batch in sub-batches of documents
+        of similar length (less padding).
+    bucket_rows (int): documents per sub-batch.
     """
-    from spacy_transformers.layers.transformer_model import TransformerModel
-
-    resolve_precision(precision)
-    settings = {"precision": precision, "sort_by_length": sort_by_length, "bucket_rows": bucket_rows}
-    found = []
-    for name, pipe in nlp.pipeline:
-        model = getattr(pipe, "model", None)
-        if model is None:
-            continue
-        if type(pipe).__name__ == "Transformer":
-            _name_damaged_weights(pipe, name)
-        for node in model.walk():
-            if isinstance(node, TransformerModel):
-                _wrap_encoder_layer(node.layers[0], settings)
-                found.append(name)
-    return sorted(set(found))
+    return EncoderRuntime(encoder, precision=precision, sort_by_length=sort_by_length, bucket_rows=bucket_rows)
 
 
-def encoder_runtime_of(nlp: Language) -> Optional[Dict[str, Any]]:
-    """The settings of the pipeline's first transformer, with the precision that runs
-    ("fp32" or "bf16" under "running"), or None when it has none."""
-    from spacy_transformers.layers.transformer_model import TransformerModel
+@registry.architectures(TOK2VEC_ARCHITECTURE)
+def build_tok2vec_encoder_runtime(
+    encoder: Model, pooling: Model, grad_factor: float = 1.0, precision: str = "auto",
+    sort_by_length: bool = True, bucket_rows: int = 16,
+) -> Model:
+    """A component's own transformer (as spacy-transformers.Tok2VecTransformer.v3) under
+    the runtime: what `nlp.replace_listeners` puts in the place of a listener of a
+    spacy_maral.EncoderRuntime.v1 transformer.
 
-    for _, pipe in nlp.pipeline:
-        for node in getattr(getattr(pipe, "model", None), "walk", lambda: [])():
-            if isinstance(node, TransformerModel):
-                forward = node.layers[0]._func
-                if not isinstance(forward, _EncoderForward):
-                    return None
-                settings = forward.settings
-                return {**settings, "running": resolve_precision(settings["precision"], _on_gpu(node.layers[0]))}
-    return None
-
-
-class _FromDiskNamingTheFile:
-    """A transformer pipe's from_disk that names the file it could not read (a truncated
-    `transformer/model` otherwise says only "Unpack failed: incomplete input"), also under
-    a plain spacy.load. A class, not a closure, so that the pipeline still pickles."""
-
-    def __init__(self, pipe: Any, name: str) -> None:
-        self.pipe = pipe
-        self.name = name
-
-    def __call__(self, path: Any, *, exclude: Any = tuple()) -> Any:
-        with naming_the_damaged_file(Path(path).parent):  # the pipeline's folder
-            return type(self.pipe).from_disk(self.pipe, path, exclude=exclude)
+    encoder (Model): spacy-transformers.TransformerModel.v3.
+    pooling (Model): wordpieces to one vector per token (e.g. spacy_maral.first_subword.v1).
+    grad_factor (float): the gradient's weight into the encoder.
+    precision, sort_by_length, bucket_rows: as spacy_maral.EncoderRuntime.v1.
+    """
+    runtime = EncoderRuntime(encoder, precision=precision, sort_by_length=sort_by_length, bucket_rows=bucket_rows)
+    return chain(chain(runtime, split_trf_batch()), trfs2arrays(pooling, grad_factor))
 
 
-def _name_damaged_weights(pipe: Any, name: str) -> None:
-    if not isinstance(pipe.__dict__.get("from_disk"), _FromDiskNamingTheFile):
-        pipe.from_disk = _FromDiskNamingTheFile(pipe, name)
+def runtime_block(encoder: Dict[str, Any], precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16) -> Dict[str, Any]:
+    """The config block of spacy_maral.EncoderRuntime.v1 around a TransformerModel block
+    (an older pipeline's `[components.transformer.model]`); its strided windows become
+    spacy_maral.encoder_windows.v1 with the same window and stride."""
+    encoder = dict(encoder)
+    spans = dict(encoder.get("get_spans") or {})
+    if spans.get("@span_getters") == "spacy-transformers.strided_spans.v1":
+        encoder["get_spans"] = {"@span_getters": WINDOWS, "window": spans["window"], "stride": spans["stride"]}
+    return {"@architectures": ARCHITECTURE, "precision": precision, "sort_by_length": sort_by_length,
+            "bucket_rows": bucket_rows, "encoder": encoder}
 
 
-def _on_gpu(layer: Any) -> bool:
+def _forward(model: EncoderRuntime, docs: List[Doc], is_train: bool) -> Tuple[FullTransformerBatch, Callable]:
+    encoder = model.encoder
+    settings = model.settings
+    bf16 = model.running() == "bf16"
+
+    def run(batch: List[Doc]) -> FullTransformerBatch:
+        output, _ = encoder(batch, False)
+        return _fp32_outputs(output) if bf16 else output
+
+    with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else nullcontext():
+        if not is_train and settings["sort_by_length"] and len(docs) > settings["bucket_rows"]:
+            tokenizer = encoder.tokenizer
+            pad = (getattr(tokenizer, "pad_token_id", None) or 0, getattr(tokenizer, "pad_token", None) or "")
+            return length_sorted_predict(run, docs, settings["bucket_rows"], *pad), lambda d_output: docs
+        output, backprop = encoder(docs, is_train)
+    return (_fp32_outputs(output) if bf16 else output), backprop
+
+
+def _init(model: EncoderRuntime, X: Optional[List[Doc]] = None, Y: Any = None) -> None:
+    model.encoder.initialize(X=X, Y=Y)
+    model._sync_width()
+
+
+def _set_transformer(model: EncoderRuntime, hf_model: Any) -> None:
+    """attrs["set_transformer"], as on a TransformerModel (the Transformer component's
+    conversion of a spacy-transformers v1.0 pipeline calls it)."""
+    model.encoder.attrs["set_transformer"](model.encoder, hf_model)
+    model._sync_width()
+
+
+def _replace_listener(model: Model) -> Model:
+    """attrs["replace_listener"]: the copy that takes a listener's place (as
+    spacy-transformers does for a TransformerModel)."""
+    return chain(model, split_trf_batch())
+
+
+def _replace_listener_cfg(tok2vec_model_cfg: Dict[str, Any], listener_model_cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """attrs["replace_listener_cfg"]: the config of the copy, spacy_maral.Tok2VecEncoderRuntime.v1."""
+    block = dict(tok2vec_model_cfg)
+    if block.get("@architectures") != ARCHITECTURE:  # an older pipeline's TransformerModel (legacy callback)
+        block = runtime_block(block)
+    if "TransformerListener" in str(listener_model_cfg.get("@architectures", "")):
+        block["@architectures"] = TOK2VEC_ARCHITECTURE
+        for key in ("pooling", "grad_factor"):
+            if key in listener_model_cfg and key not in block:
+                block[key] = listener_model_cfg[key]
+    return block
+
+
+def _on_gpu(encoder: Model) -> bool:
+    transformer = getattr(encoder, "transformer", None)
     try:
-        return next(layer.shims[0]._model.parameters()).device.type != "cpu"
-    except (StopIteration, AttributeError, IndexError):
+        return next(transformer.parameters()).device.type != "cpu"  # type: ignore[union-attr]
+    except (StopIteration, AttributeError):
         return False
-
-
-class _EncoderForward:
-    """The forward of spacy-transformers' inner HF layer under the runtime settings: the
-    encoder's outputs as fp32, bfloat16 autocast when it runs, length-sorted sub-batches
-    at prediction. A class, not a closure, so that the pipeline still pickles."""
-
-    def __init__(self, inner: Callable, settings: Dict[str, Any]) -> None:
-        self.inner = inner
-        self.settings = dict(settings)
-
-    def __call__(self, model: Any, wordpieces: Any, is_train: bool) -> Tuple[Any, Callable]:
-        _ensure_fp32_outputs(model.shims[0]._model)
-        state = self.settings
-        bf16 = resolve_precision(state["precision"], _on_gpu(model)) == "bf16"
-        with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else nullcontext():
-            if not is_train and state["sort_by_length"] and len(wordpieces.strings) > state["bucket_rows"]:
-                return _length_sorted_forward(self.inner, model, wordpieces, state["bucket_rows"])
-            return self.inner(model, wordpieces, is_train)
-
-
-def _wrap_encoder_layer(layer: Any, settings: Dict[str, Any]) -> None:
-    """Wrap the forward of spacy-transformers' inner HF layer (once; later calls only
-    change the settings)."""
-    if isinstance(layer._func, _EncoderForward):
-        layer._func.settings.update(settings)
-    else:
-        layer._func = _EncoderForward(layer._func, settings)
 
 
 def _to_fp32(value: Any) -> Any:
@@ -212,75 +270,119 @@ def _to_fp32(value: Any) -> Any:
     return value
 
 
-def _fp32_output_hook(module: torch.nn.Module, args: Any, output: Any) -> Any:  # a module-level function: it pickles
-    """A forward hook: the encoder's floating outputs as fp32 (autocast leaves bfloat16)."""
-    if hasattr(output, "keys"):  # a transformers ModelOutput (an OrderedDict)
-        for key in list(output.keys()):
-            output[key] = _to_fp32(output[key])
-        return output
-    return _to_fp32(output)
+def _fp32_outputs(output: FullTransformerBatch) -> FullTransformerBatch:
+    """The encoder's floating outputs as fp32 (autocast leaves some bfloat16). In place: the
+    TransformerModel's backprop reads the same ModelOutput, and `.float()` passes gradients."""
+    model_output = output.model_output
+    for key in list(model_output.keys()):
+        model_output[key] = _to_fp32(model_output[key])
+    return output
 
 
-def _ensure_fp32_outputs(hf_model: torch.nn.Module) -> None:
-    """Register the fp32-output hook on the HF model (a reload replaces the model, so the
-    forward checks each time)."""
-    if not getattr(hf_model, "_maral_fp32_outputs", False):
-        hf_model.register_forward_hook(_fp32_output_hook)
-        hf_model._maral_fp32_outputs = True
+# ------------------------------------------------------------------------------------
+# The compatibility path for pipelines saved before spacy_maral.EncoderRuntime.v1: their
+# config gives [nlp.after_pipeline_creation] the callback spacy_maral.encoder_runtime.v1
+# (precision, sort_by_length, bucket_rows) and the transformer component a bare
+# TransformerModel with strided windows. The callback builds, through the registry, the
+# block a current config has (runtime_block) from that component's own config, and gives it
+# to the component as its `model` before the weights load: they load unchanged (the layer
+# saves as the TransformerModel alone), and nothing private is touched. A transformer inside
+# another component (maral_ner sourced with replace_listeners by an older version) keeps its
+# model, whose saved weights have that structure: fp32 and strided windows, as configured.
 
 
-def _length_sorted_forward(inner: Callable, model: Any, wps: Any, bucket_rows: int) -> Tuple[Any, Callable]:
-    """Prediction in sub-batches of windows of similar length, each padded to its own
-    longest window; the outputs are put back in the batch's order, padded to its length."""
-    from spacy_transformers.data_classes import WordpieceBatch
+@registry.callbacks(LEGACY_CALLBACK)
+def create_encoder_runtime(
+    precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16
+) -> Callable[[Language], Language]:
+    """An `[nlp] after_pipeline_creation` callback, kept for pipelines saved before
+    spacy_maral.EncoderRuntime.v1: their transformer gets that architecture with these
+    settings, built from its own config.
 
-    xp_lengths = wps.attention_mask.sum(axis=1)
-    lengths = numpy.asarray(xp_lengths.get() if hasattr(xp_lengths, "get") else xp_lengths).astype(int)
-    order = numpy.argsort(lengths, kind="stable")
-    full_length = wps.input_ids.shape[1]
-    pieces: List[Tuple[numpy.ndarray, Any]] = []
-    for start in range(0, order.shape[0], bucket_rows):
-        rows = order[start : start + bucket_rows]
-        width = max(int(lengths[rows].max()), 1)
-        index = model.ops.asarray1i(rows)
-        sub = WordpieceBatch(
-            strings=[wps.strings[i] for i in rows.tolist()],
-            input_ids=wps.input_ids[index, :width],
-            attention_mask=wps.attention_mask[index, :width],
-            lengths=[wps.lengths[i] for i in rows.tolist()],
-            token_type_ids=wps.token_type_ids[index, :width] if wps.token_type_ids is not None else None,
-        )
-        output, _ = inner(model, sub, False)
-        pieces.append((rows, output))
-    first = pieces[0][1]
-    n_rows = order.shape[0]
-    merged = {}
-    for key in first.keys():
-        merged[key] = _merge([(rows, out[key]) for rows, out in pieces], n_rows, full_length)
-    return type(first)(**merged), lambda d_output: []
+    precision (str): "auto", "fp32" or "bf16".
+    sort_by_length (bool): length-sorted sub-batches at prediction.
+    bucket_rows (int): documents per sub-batch.
+    """
+    check_settings(precision, bucket_rows)  # a bad value fails when the config is resolved
+
+    def apply(nlp: Language) -> Language:
+        for name, pipe in nlp.pipeline:
+            model = getattr(pipe, "model", None)
+            if isinstance(model, EncoderRuntime):
+                raise ValueError(
+                    f"'{name}' already runs {ARCHITECTURE} (its config's [components.{name}.model]): set "
+                    f"components.{name}.model.precision (load_pipeline(path, precision=...)) instead of the "
+                    "after_pipeline_creation callback spacy_maral.encoder_runtime.v1"
+                )
+            if type(model) is not TransformerModel:
+                continue
+            block = runtime_block(dict(nlp.get_pipe_config(name)["model"]), precision, sort_by_length, bucket_rows)
+            pipe.model = registry.resolve({"model": block}, validate=True)["model"]
+            logger.info("'%s': an older pipeline's transformer runs under %s (precision %s)", name, ARCHITECTURE, precision)
+        return nlp
+
+    return apply
 
 
-def _merge(parts: List[Tuple[numpy.ndarray, Any]], n_rows: int, full_length: int) -> Any:
-    """One output field of the sub-batches, in batch order (a tensor with rows first; a
-    tuple of such tensors, e.g. hidden states, field by field)."""
-    sample = parts[0][1]
-    if isinstance(sample, tuple):
-        return tuple(_merge([(rows, value[i]) for rows, value in parts], n_rows, full_length) for i in range(len(sample)))
-    if not isinstance(sample, torch.Tensor):
-        return sample
-    shape = list(sample.shape)
-    shape[0] = n_rows
-    if sample.dim() == 3:  # (rows, length, width)
-        shape[1] = full_length
-    elif sample.dim() == 4:  # attentions: (rows, heads, length, length)
-        shape[2] = shape[3] = full_length
-    out = sample.new_zeros(shape)
-    for rows, value in parts:
-        index = torch.as_tensor(rows, dtype=torch.long, device=value.device)
-        if value.dim() == 3:
-            out[index, : value.shape[1]] = value
-        elif value.dim() == 4:
-            out[index, :, : value.shape[2], : value.shape[3]] = value
-        else:
-            out[index] = value
+def encoder_runtime_of(nlp: Language) -> Optional[Dict[str, Any]]:
+    """The settings of the pipeline's first EncoderRuntime, with the precision that runs
+    ("fp32" or "bf16") under "running", or None when it has none."""
+    for _, pipe in nlp.pipeline:
+        for node in getattr(getattr(pipe, "model", None), "walk", lambda: [])():
+            if isinstance(node, EncoderRuntime):
+                return {**node.settings, "running": node.running()}
+    return None
+
+
+def runtime_config(precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16,
+                   component: str = "transformer") -> Dict[str, Any]:
+    """The config override that loads a pipeline saved with spacy_maral.EncoderRuntime.v1
+    with these settings: `spacy.load(path, config=runtime_config("fp32"))`."""
+    return {"components": {component: {"model": {
+        "precision": precision, "sort_by_length": sort_by_length, "bucket_rows": bucket_rows,
+    }}}}
+
+
+def load_pipeline(model: Union[str, Path], precision: str = "auto", sort_by_length: Optional[bool] = None,
+                  bucket_rows: Optional[int] = None, **kwargs: Any) -> Language:
+    """spacy.load with the encoder at `precision`, set through the config: each
+    spacy_maral.EncoderRuntime.v1 component's settings, or for a pipeline saved before the
+    architecture (a bare TransformerModel) the legacy callback's.
+
+    model (Union[str, Path]): a pipeline directory or an installed package name.
+    precision (str): "auto", "fp32" or "bf16".
+    sort_by_length (Optional[bool]): length-sorted sub-batches; None keeps the saved setting.
+    bucket_rows (Optional[int]): documents per sub-batch; None keeps the saved setting.
+    kwargs: passed on to spacy.load.
+    RAISES (DamagedPipelineError): a file of the pipeline folder can't be read; the
+        message names it (spacy_maral.pipeline.folder).
+    """
+    settings = {"precision": precision, "sort_by_length": sort_by_length, "bucket_rows": bucket_rows}
+    settings = {key: value for key, value in settings.items() if value is not None}
+    check_settings(precision, settings.get("bucket_rows", 1))
+    config = kwargs.pop("config", {}) or {}
+    try:
+        saved: Optional[Dict[str, Any]] = dict(pipeline_config(model))
+    except OSError:  # no such pipeline: spacy.load's own error follows
+        saved = None
+    return load_naming_the_damaged_file(model, config=_merged(config, runtime_override(saved, settings)), **kwargs)
+
+
+def runtime_override(saved: Optional[Dict[str, Any]], settings: Dict[str, Any]) -> Dict[str, Any]:
+    """The config override that gives a saved config (its dict) these runtime settings."""
+    components = (saved or {}).get("components", {}) or {}
+    names = [name for name, block in components.items()
+             if isinstance(block, dict) and (block.get("model") or {}).get("@architectures") == ARCHITECTURE]
+    if names:
+        return {"components": {name: {"model": dict(settings)} for name in names}}
+    callback = ((saved or {}).get("nlp", {}) or {}).get("after_pipeline_creation") or {}
+    if callback.get("@callbacks") == LEGACY_CALLBACK:
+        return {"nlp": {"after_pipeline_creation": dict(settings)}}
+    return {"nlp": {"after_pipeline_creation": {"@callbacks": LEGACY_CALLBACK, **settings}}}
+
+
+def _merged(base: Dict[str, Any], override: Dict[str, Any]) -> Dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out

@@ -26,7 +26,7 @@ from spacy_maral.ml.vmf import collapsed_class_pairs, warn_collapsed
 from spacy_maral.pipeline.decoding import decode_docs, softmax, tempered_entity_scores
 from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
 from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, NON_ENTITY_LABEL, checked_cfg, load_weights, read_cfg
-from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, fit_windows_to_encoder, words_without_subwords
+from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, words_without_subwords
 from spacy_maral.pipeline.tokenizer import refuse_unencodable, unencodable_error
 from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
 from spacy_maral.training.stage2.examples import Stage2Corpus
@@ -72,7 +72,6 @@ def make_maral_ner(
         (spacy_maral.Adaptation.v1); null for source-only training (stage 1).
     inference_tau (float): weight of the source class prior added to the logits at prediction time (0 = argmax s(z)).
     """
-    fit_windows_to_encoder(nlp)  # the transformer, created before: windows that pass its encoder's limit are split
     return MaralNER(
         nlp.vocab, model, name, loss=loss, spans_key=spans_key, ents_filter=ents_filter,
         scorer=scorer, adaptation=adaptation, inference_tau=inference_tau,

@@ -1,24 +1,30 @@
-"""Words the encoder gave no subword: a transformer window cut at its maximum length (a
-window of many long or rare words), or characters its tokenizer drops. Such a word has a
-zero vector and is never part of an entity; nothing else would say so.
+"""Transformer windows fitted to the encoder's subword limit, and the words it still gave
+no subword.
 
-The windows are sized from the encoder's real limit (fit_windows_to_encoder): spacy-transformers
-cuts a window of [components.transformer.model.get_spans] (e.g. strided spans of 128 words) at
-the encoder's maximum number of subwords; ordinary prose stays far below it, token-dense text
-(long rare words, URLs, code) does not. A window whose subwords pass the limit is split in halves
-until each part fits; windows that fit are left as they are (the output on ordinary text does not
-change). Only a single word longer than the limit is still cut, and counted."""
-from typing import Any, Callable, List, Optional, Sequence
+`spacy_maral.encoder_windows.v1` is a span getter for `[components.transformer.model.encoder.get_spans]`:
+strided windows (as spacy-transformers.strided_spans.v1), each window whose subwords pass the
+encoder's real limit (the smaller of its tokenizer's model_max_length and its position
+embeddings) split in halves until each part fits. Ordinary prose stays far below the limit and
+its windows are left as they are; token-dense text (long rare words, URLs, code) is not cut
+silently. The getter reads the limit and the tokenizer from the TransformerModel it belongs to:
+`spacy_maral.EncoderRuntime.v1` tells it which one when the config builds the model
+(EncoderWindows.bind). Only a single word longer than the limit is still cut, and counted: a
+word the encoder gave no subword (a window cut at its maximum length, or characters its
+tokenizer drops) has a zero vector and is never part of an entity; nothing else would say so.
+"""
+from typing import Any, List, Optional, Sequence
 
 import numpy
-from spacy.language import Language
 from spacy.tokens import Doc, Span
+from spacy_transformers.span_getters import get_strided_spans
+from spacy_transformers.util import registry
 
 from spacy_maral.pipeline.nontext import is_non_text_token
+from spacy_maral.util import logger
 
 NO_SUBWORD_WARNING = (
     "maral_ner '%s': %d word(s) in this batch got no subword from the encoder and cannot be "
-    "entities: a window of [components.transformer.model.get_spans] passed the encoder's maximum "
+    "entities: a window of [components.transformer.model.encoder.get_spans] passed the encoder's maximum "
     "length (lower its window and stride), or its tokenizer drops their characters. "
     "Said once per component."
 )
@@ -51,9 +57,6 @@ def lost_words(doc: Doc) -> List[int]:
     return [i for i in empty.tolist() if not doc[i].is_space and not is_non_text_token(doc[i].text)]
 
 
-SpanGetter = Callable[[List[Doc]], List[List[Span]]]
-
-
 def encoder_limit(model: Any) -> Optional[int]:
     """The most subwords (special tokens included) a transformer model's encoder takes:
     the smaller of its tokenizer's model_max_length and its position embeddings; None
@@ -72,24 +75,58 @@ def encoder_limit(model: Any) -> Optional[int]:
     return min(limits) if limits else None
 
 
-class EncoderFittedSpans:
-    """A span getter that splits the windows of `inner` that pass the encoder's limit.
+class EncoderWindows:
+    """The span getter of `spacy_maral.encoder_windows.v1`: strided windows of `window`
+    words every `stride` words, each split in halves (by words) until its subwords fit the
+    encoder's limit.
 
-    inner (SpanGetter): the configured span getter (e.g. spacy-transformers.strided_spans.v1).
-    model: the TransformerModel whose tokenizer and limit are used (read at each call:
-        they exist only once the model is initialized or loaded).
+    window (int): words per window.
+    stride (int): words from one window's start to the next.
     """
 
-    def __init__(self, inner: SpanGetter, model: Any) -> None:
-        self.inner = inner
-        self.model = model
+    def __init__(self, window: int, stride: int) -> None:
+        if window < 1 or stride < 1:
+            raise ValueError(f"encoder_windows: window and stride must be at least 1, not {window} and {stride}")
+        self.window = int(window)
+        self.stride = int(stride)
+        self.encoder: Any = None
+        self._warned_unbound = False
+
+    def bind(self, encoder: Any) -> None:
+        """Read the tokenizer and the limit from `encoder` (a spacy-transformers
+        TransformerModel; they exist once it is initialized or loaded). Called by
+        spacy_maral.EncoderRuntime.v1 when the config builds it; a getter already bound (a
+        copy of the model shares its getter) keeps its encoder, whose tokenizer is the same.
+        """
+        if self.encoder is None:
+            self.encoder = encoder
 
     def __call__(self, docs: List[Doc]) -> List[List[Span]]:
-        nested = self.inner(docs)
-        limit = encoder_limit(self.model)
+        nested = get_strided_spans(docs, window=self.window, stride=self.stride)
+        if self.encoder is None:
+            if not self._warned_unbound:
+                logger.warning(
+                    "spacy_maral.encoder_windows.v1 is not inside spacy_maral.EncoderRuntime.v1: its windows "
+                    "are not fitted to the encoder's limit (plain strided windows)"
+                )
+                self._warned_unbound = True
+            return nested
+        limit = encoder_limit(self.encoder)
         if limit is None:
             return nested
-        return [split_to_fit(spans, self.model.tokenizer, limit) for spans in nested]
+        return [split_to_fit(spans, self.encoder.tokenizer, limit) for spans in nested]
+
+
+@registry.span_getters("spacy_maral.encoder_windows.v1")
+def configure_encoder_windows(window: int = 128, stride: int = 96) -> EncoderWindows:
+    """Strided windows fitted to the encoder's subword limit (EncoderWindows), for
+    `[components.transformer.model.encoder.get_spans]` under spacy_maral.EncoderRuntime.v1.
+
+    window (int): words per window.
+    stride (int): words from one window's start to the next (below `window`: the windows
+        overlap, and each word gets context on both sides).
+    """
+    return EncoderWindows(window, stride)
 
 
 def split_to_fit(spans: List[Span], tokenizer: Any, limit: int) -> List[Span]:
@@ -113,24 +150,3 @@ def split_to_fit(spans: List[Span], tokenizer: Any, limit: int) -> List[Span]:
                 todo.extend([span.doc[span.start:mid], span.doc[mid:span.end]])
         pending = todo
     return sorted(out, key=lambda s: (s.start, s.end))
-
-
-def fit_windows_to_encoder(nlp: Language) -> int:
-    """Wrap the span getter of every spacy-transformers component already in `nlp`
-    (EncoderFittedSpans), once.
-
-    nlp (Language): the pipeline (maral_ner calls this when it is created: the
-        transformer comes before it).
-    RETURNS (int): how many span getters were wrapped now.
-    """
-    wrapped = 0
-    for _, pipe in nlp.pipeline:
-        model = getattr(pipe, "model", None)
-        attrs = getattr(model, "attrs", None)
-        if not isinstance(attrs, dict) or not callable(attrs.get("get_spans")) or not hasattr(type(model), "tokenizer"):
-            continue
-        if isinstance(attrs["get_spans"], EncoderFittedSpans):
-            continue
-        attrs["get_spans"] = EncoderFittedSpans(attrs["get_spans"], model)
-        wrapped += 1
-    return wrapped

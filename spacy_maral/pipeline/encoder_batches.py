@@ -1,0 +1,160 @@
+"""Prediction in length-sorted sub-batches: the documents of a transformer batch sorted by
+length and run in sub-batches, each padded only to its own longest window, and the
+sub-batches' outputs put back together as the one FullTransformerBatch that the whole batch
+would have given (documents in their order, every window padded to the batch's longest).
+
+spacy_maral.EncoderRuntime.v1 runs this at prediction time (`sort_by_length`): plain
+`nlp.pipe` in arrival order then pays little for padding.
+"""
+from typing import Callable, List, Sequence, Tuple
+
+import numpy
+import torch
+from spacy.tokens import Doc
+from spacy_transformers.align import get_token_positions
+from spacy_transformers.data_classes import FullTransformerBatch, WordpieceBatch
+from thinc.api import get_array_module
+from thinc.types import Ragged
+
+Part = Tuple[List[int], FullTransformerBatch]
+
+
+def length_sorted_predict(
+    run: Callable[[List[Doc]], FullTransformerBatch], docs: Sequence[Doc], bucket_rows: int,
+    pad_id: int = 0, pad_token: str = "",
+) -> FullTransformerBatch:
+    """Run `run` on sub-batches of at most `bucket_rows` documents of similar length
+    (characters) and merge the outputs in the documents' order.
+
+    run (Callable): the inner model's prediction of a list of docs.
+    docs (Sequence[Doc]): the batch.
+    bucket_rows (int): documents per sub-batch (a sentence is one window; a longer document
+        brings all its windows).
+    pad_id (int): the tokenizer's padding id, for the merged input_ids.
+    pad_token (str): its padding token, for the merged wordpiece strings.
+    RETURNS (FullTransformerBatch): as `run(docs)` would give it.
+    """
+    order = sorted((i for i, doc in enumerate(docs) if len(doc)), key=lambda i: (len(docs[i].text), i))
+    if not order:
+        return FullTransformerBatch.empty(len(docs))
+    parts: List[Part] = []
+    for start in range(0, len(order), bucket_rows):
+        indices = order[start : start + bucket_rows]
+        parts.append((indices, run([docs[i] for i in indices])))
+    return merge_batches(parts, len(docs), pad_id, pad_token)
+
+
+def merge_batches(parts: List[Part], n_docs: int, pad_id: int = 0, pad_token: str = "") -> FullTransformerBatch:
+    """One FullTransformerBatch from the batches of sub-batches of documents.
+
+    parts (List[Tuple[List[int], FullTransformerBatch]]): each sub-batch's document
+        indices (into the whole batch) and its output.
+    n_docs (int): documents in the whole batch (those in no part have no windows).
+    pad_id (int): the tokenizer's padding id.
+    pad_token (str): its padding token.
+    """
+    spans: List[list] = [[] for _ in range(n_docs)]
+    for indices, batch in parts:
+        for i, doc_spans in zip(indices, batch.spans):
+            spans[i] = doc_spans
+    first_row = numpy.concatenate([[0], numpy.cumsum([len(s) for s in spans])]).astype(int)
+    n_rows = int(first_row[-1])
+    width = max(batch.wordpieces.input_ids.shape[1] for _, batch in parts)
+    row_maps = [
+        numpy.concatenate([numpy.arange(first_row[i], first_row[i + 1]) for i in indices]).astype(int)
+        for indices, _ in parts
+    ]
+    return FullTransformerBatch(
+        spans=spans,
+        wordpieces=_merge_wordpieces(parts, row_maps, n_rows, width, pad_id, pad_token),
+        model_output=_merge_model_output(parts, row_maps, n_rows, width),
+        align=_merge_align(parts, row_maps, n_docs, width),
+    )
+
+
+def _merge_wordpieces(
+    parts: List[Part], row_maps: List[numpy.ndarray], n_rows: int, width: int, pad_id: int, pad_token: str
+) -> WordpieceBatch:
+    sample = parts[0][1].wordpieces
+    xp = get_array_module(sample.input_ids)
+    strings: List[List[str]] = [[] for _ in range(n_rows)]
+    lengths = [0] * n_rows
+    input_ids = xp.full((n_rows, width), pad_id, dtype=sample.input_ids.dtype)
+    attention_mask = xp.zeros((n_rows, width), dtype=sample.attention_mask.dtype)
+    has_types = sample.token_type_ids is not None
+    token_type_ids = xp.zeros((n_rows, width), dtype=sample.token_type_ids.dtype) if has_types else None
+    for (_, batch), rows in zip(parts, row_maps):
+        wps = batch.wordpieces
+        w = wps.input_ids.shape[1]
+        index = xp.asarray(rows)
+        input_ids[index, :w] = wps.input_ids
+        attention_mask[index, :w] = wps.attention_mask
+        if has_types:
+            token_type_ids[index, :w] = wps.token_type_ids
+        for row, string, length in zip(rows.tolist(), wps.strings, wps.lengths):
+            strings[row] = list(string) + [pad_token] * (width - len(string))
+            lengths[row] = length
+    return WordpieceBatch(strings=strings, input_ids=input_ids, attention_mask=attention_mask,
+                          lengths=lengths, token_type_ids=token_type_ids)
+
+
+def _merge_model_output(parts: List[Part], row_maps: List[numpy.ndarray], n_rows: int, width: int):
+    first = parts[0][1].model_output
+    merged = {}
+    for key in first.keys():
+        merged[key] = _merge_field([(rows, batch.model_output[key]) for (_, batch), rows in zip(parts, row_maps)], n_rows, width)
+    return type(first)(**merged)
+
+
+def _merge_field(parts: List[Tuple[numpy.ndarray, object]], n_rows: int, width: int):
+    """One output field (a tensor with rows first, or a tuple of them, e.g. hidden states),
+    in the batch's row order, padded to `width`."""
+    sample = parts[0][1]
+    if isinstance(sample, tuple):
+        return tuple(_merge_field([(rows, value[i]) for rows, value in parts], n_rows, width) for i in range(len(sample)))
+    if not isinstance(sample, torch.Tensor):
+        return sample
+    shape = list(sample.shape)
+    shape[0] = n_rows
+    if sample.dim() == 3:  # (rows, length, width)
+        shape[1] = width
+    elif sample.dim() == 4:  # attentions: (rows, heads, length, length)
+        shape[2] = shape[3] = width
+    out = sample.new_zeros(shape)
+    for rows, value in parts:
+        index = torch.as_tensor(rows, dtype=torch.long, device=value.device)
+        if value.dim() == 3:
+            out[index, : value.shape[1]] = value
+        elif value.dim() == 4:
+            out[index, :, : value.shape[2], : value.shape[3]] = value
+        else:
+            out[index] = value
+    return out
+
+
+def _merge_align(parts: List[Part], row_maps: List[numpy.ndarray], n_docs: int, width: int) -> Ragged:
+    """The tokens' alignment to the merged wordpieces: each sub-batch's indices (row * its
+    width + column) moved to their row and width in the merged batch, the documents' tokens
+    in the documents' order."""
+    per_doc: List[Tuple[numpy.ndarray, numpy.ndarray]] = [None] * n_docs  # type: ignore[list-item]
+    for (indices, batch), rows in zip(parts, row_maps):
+        w = batch.wordpieces.input_ids.shape[1]
+        align = batch.align
+        data = numpy.asarray(align.dataXd.get() if hasattr(align.dataXd, "get") else align.dataXd).astype(int)
+        lengths = numpy.asarray(align.lengths.get() if hasattr(align.lengths, "get") else align.lengths).astype(int)
+        moved = rows[data // w] * width + data % w if data.size else data
+        starts = numpy.concatenate([[0], numpy.cumsum(lengths)]).astype(int)
+        flat = [span for doc_spans in batch.spans for span in doc_spans]
+        positions = get_token_positions(flat)
+        for i, doc_spans in zip(indices, batch.spans):
+            if not doc_spans or not len(doc_spans[0]):
+                continue
+            first = positions[doc_spans[0][0]]
+            last = positions[doc_spans[-1][-1]] + 1
+            per_doc[i] = (moved[starts[first] : starts[last]], lengths[first:last])
+    kept = [entry for entry in per_doc if entry is not None]
+    if not kept:
+        return Ragged(numpy.zeros((0,), dtype="i"), numpy.zeros((0,), dtype="i"))
+    data = numpy.concatenate([d for d, _ in kept]).astype("i")
+    lengths = numpy.concatenate([n for _, n in kept]).astype("i")
+    return Ragged(data, lengths)
