@@ -45,6 +45,11 @@ setup(
         ],
         "spacy_architectures": [
             "spacy_maral.SpanNER.v1 = spacy_maral.ml.span_ner:build_span_ner",
+            "spacy_maral.EncoderRuntime.v1 = spacy_maral.pipeline.encoder_runtime:build_encoder_runtime",
+            "spacy_maral.Tok2VecEncoderRuntime.v1 = spacy_maral.pipeline.encoder_runtime:build_tok2vec_encoder_runtime",
+        ],
+        "spacy_span_getters": [
+            "spacy_maral.encoder_windows.v1 = spacy_maral.pipeline.subwords:configure_encoder_windows",
         ],
         "spacy_layers": [
             "spacy_maral.first_subword.v1 = spacy_maral.ml.pooling:first_subword_pooling",

@@ -159,3 +159,29 @@ def test_ruff_is_clean() -> None:
     proc = subprocess.run([sys.executable, "-m", "ruff", "check", "spacy_maral", "tests", "benchmarks"],
                           cwd=str(ROOT), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]
+
+
+def test_entry_points_name_the_registered_functions() -> None:
+    """Every function that setup.py's entry points name is the one the registry holds under
+    that name: spaCy finds them there without importing the package (an installed
+    pipeline's `[components.transformer.model]` is built before maral_ner is created)."""
+    import importlib
+
+    from spacy.language import Language
+    from spacy.util import registry
+
+    import spacy_maral  # noqa: F401  (registrations)
+
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf8"))
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup")
+    entry_points = ast.literal_eval(next(k.value for k in call.keywords if k.arg == "entry_points"))
+    assert "spacy_maral.EncoderRuntime.v1" in str(entry_points) and "spacy_maral.encoder_windows.v1" in str(entry_points)
+    for group, lines in entry_points.items():
+        for line in lines:
+            name, target = (part.strip() for part in line.split("="))
+            module, attr = target.split(":")
+            function = getattr(importlib.import_module(module), attr)
+            if group == "spacy_factories":
+                assert Language.get_factory_meta(name).factory == name
+                continue
+            assert getattr(registry, group[len("spacy_"):]).get(name) is function, line
