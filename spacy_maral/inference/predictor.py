@@ -10,7 +10,7 @@
     ds.write_parquet("s3://bucket/entities/")
 
 Each actor loads the pipeline once (a directory on storage every node reads, or an
-installed package name), with the encoder precision of `spacy_maral.encoder_runtime.v1`.
+installed package name), with the encoder precision of `spacy_maral.EncoderRuntime.v1`.
 A batch's documents are run length-sorted (spacy_maral.inference.batching); the output
 is one row per entity, in the batch's document order: id, start and end (character
 offsets in the text), text, label, score (the entity's probability, null when the

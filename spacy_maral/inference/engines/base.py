@@ -38,7 +38,7 @@ class WorkerSpec:
     gpu_id (int): GPU to run on (-1 = CPU).
     inference_tau (Optional[float]): override maral_ner's inference_tau (pseudo-label).
     precision (str): the encoder's precision, "auto", "fp32" or "bf16"
-        (spacy_maral.encoder_runtime.v1).
+        (spacy_maral.EncoderRuntime.v1, set by load_pipeline).
     ensemble (Tuple[str, ...]): more pipelines (paths or package names, loaded like
         `model`, with the same inference_tau and precision) that each task gets as its
         `ensemble` argument: pseudo-label averages their span probabilities with the
