@@ -131,3 +131,36 @@ def assert_same_predictions(a, b) -> None:
 def encoder_parameters(nlp: Language) -> Dict[str, torch.Tensor]:
     hf_model = nlp.get_pipe("transformer").model.transformer
     return dict(hf_model.named_parameters())
+
+
+def assert_nothing_patched(nlp, window: int = 32, stride: int = 24) -> None:
+    """The transformer's model is the registered architecture built by the config; every
+    function, method and span getter of thinc and spacy-transformers is their own."""
+    import thinc.layers.pytorchwrapper
+    from spacy_transformers.layers import transformer_model
+    from spacy_transformers.pipeline_component import Transformer
+
+    from spacy_maral.pipeline import encoder_runtime
+    from spacy_maral.pipeline.encoder_runtime import EncoderRuntime
+    from spacy_maral.pipeline.subwords import EncoderWindows, configure_encoder_windows
+    from spacy_maral.util import registry
+
+    pipe = nlp.get_pipe("transformer")
+    assert type(pipe) is Transformer
+    assert "from_disk" not in vars(pipe) and type(pipe).from_disk is Transformer.from_disk  # the class's method
+    model = pipe.model
+    assert type(model) is EncoderRuntime and model._func is encoder_runtime._forward
+    inner = model.encoder
+    assert type(inner) is transformer_model.TransformerModel
+    assert inner._func is transformer_model.forward  # spacy-transformers' own forward
+    assert inner.layers[0]._func is thinc.layers.pytorchwrapper.forward  # thinc's, not rebound
+    assert all(not getattr(node._func, "__module__", "").startswith("spacy_maral") for node in inner.walk())
+    hf_model = inner.transformer  # None until the model is initialized or loaded
+    for module in hf_model.modules() if hf_model is not None else []:
+        assert not [name for name in vars(module) if "maral" in name.lower()]  # no flag of ours on the HF model
+        hooks = list(module._forward_hooks.values()) + list(module._forward_pre_hooks.values())
+        assert not [h for h in hooks if getattr(h, "__module__", "").startswith("spacy_maral")]
+    get_spans = inner.attrs["get_spans"]
+    assert registry.span_getters.get("spacy_maral.encoder_windows.v1") is configure_encoder_windows
+    assert type(get_spans) is EncoderWindows and (get_spans.window, get_spans.stride) == (window, stride)
+    assert get_spans.encoder is inner

@@ -10,7 +10,7 @@ import spacy
 import torch
 from thinc.api import Adam, fix_random_seed
 
-from helpers import assert_same_predictions, build_nlp, make_examples, predictions
+from helpers import assert_nothing_patched, assert_same_predictions, build_nlp, make_examples, predictions
 from spacy_maral.pipeline import encoder_runtime
 from spacy_maral.pipeline.encoder_runtime import (
     encoder_runtime_of,
@@ -195,38 +195,6 @@ def _old_style_config(saved: Path, precision: str = "auto") -> None:
     config.to_disk(saved / "config.cfg")
 
 
-def assert_nothing_patched(nlp, window: int = 32, stride: int = 24) -> None:
-    """The transformer's model is the registered architecture built by the config; every
-    function, method and span getter of thinc and spacy-transformers is their own."""
-    import thinc.layers.pytorchwrapper
-    from spacy_transformers.layers import transformer_model
-    from spacy_transformers.pipeline_component import Transformer
-
-    from spacy_maral.pipeline.encoder_runtime import EncoderRuntime
-    from spacy_maral.pipeline.subwords import EncoderWindows, configure_encoder_windows
-    from spacy_maral.util import registry
-
-    pipe = nlp.get_pipe("transformer")
-    assert type(pipe) is Transformer
-    assert "from_disk" not in vars(pipe) and type(pipe).from_disk is Transformer.from_disk  # the class's method
-    model = pipe.model
-    assert type(model) is EncoderRuntime and model._func is encoder_runtime._forward
-    inner = model.encoder
-    assert type(inner) is transformer_model.TransformerModel
-    assert inner._func is transformer_model.forward  # spacy-transformers' own forward
-    assert inner.layers[0]._func is thinc.layers.pytorchwrapper.forward  # thinc's, not rebound
-    assert all(not getattr(node._func, "__module__", "").startswith("spacy_maral") for node in inner.walk())
-    hf_model = inner.transformer  # None until the model is initialized or loaded
-    for module in hf_model.modules() if hf_model is not None else []:
-        assert not [name for name in vars(module) if "maral" in name.lower()]  # no flag of ours on the HF model
-        hooks = list(module._forward_hooks.values()) + list(module._forward_pre_hooks.values())
-        assert not [h for h in hooks if getattr(h, "__module__", "").startswith("spacy_maral")]
-    get_spans = inner.attrs["get_spans"]
-    assert registry.span_getters.get("spacy_maral.encoder_windows.v1") is configure_encoder_windows
-    assert type(get_spans) is EncoderWindows and (get_spans.window, get_spans.stride) == (window, stride)
-    assert get_spans.encoder is inner
-
-
 def test_nothing_is_patched_when_built_trained_saved_and_loaded(tiny_encoder, trained, trained_dir, tmp_path) -> None:
     assert_nothing_patched(build_nlp(tiny_encoder))
     assert_nothing_patched(trained.nlp)
@@ -258,7 +226,9 @@ def test_sub_batches_merge_into_the_batch_the_model_gives_in_one_piece(trained_d
     spans, wordpieces, alignment and (under the mask) outputs."""
     plain = spacy.load(trained_dir, config=runtime_config("fp32", sort_by_length=False))
     sorted_ = spacy.load(trained_dir, config=runtime_config("fp32", sort_by_length=True, bucket_rows=2))
-    docs = [plain.make_doc(t) for t in TEXTS]
+    long_text = " ".join(["Maria Garcia met the Red Cross team in Paris ."] * 8)  # 80 words: overlapping windows
+    docs = [plain.make_doc(t) for t in TEXTS[:3] + [long_text] + TEXTS[3:]]
+    assert max(len(spans) for spans in plain.get_pipe("transformer").model.encoder.attrs["get_spans"](docs)) > 2
     a = plain.get_pipe("transformer").model.predict(docs)
     b = sorted_.get_pipe("transformer").model.predict(docs)
     assert [[(s.start, s.end) for s in d] for d in a.spans] == [[(s.start, s.end) for s in d] for d in b.spans]

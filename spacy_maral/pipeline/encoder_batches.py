@@ -6,12 +6,11 @@ would have given (documents in their order, every window padded to the batch's l
 spacy_maral.EncoderRuntime.v1 runs this at prediction time (`sort_by_length`): plain
 `nlp.pipe` in arrival order then pays little for padding.
 """
-from typing import Callable, List, Sequence, Tuple
+from typing import Any, Callable, List, Sequence, Tuple
 
 import numpy
 import torch
 from spacy.tokens import Doc
-from spacy_transformers.align import get_token_positions
 from spacy_transformers.data_classes import FullTransformerBatch, WordpieceBatch
 from thinc.api import get_array_module
 from thinc.types import Ragged
@@ -21,20 +20,24 @@ Part = Tuple[List[int], FullTransformerBatch]
 
 def length_sorted_predict(
     run: Callable[[List[Doc]], FullTransformerBatch], docs: Sequence[Doc], bucket_rows: int,
-    pad_id: int = 0, pad_token: str = "",
+    tokenizer: Any = None, pad_id: int = 0, pad_token: str = "",
 ) -> FullTransformerBatch:
-    """Run `run` on sub-batches of at most `bucket_rows` documents of similar length
-    (characters) and merge the outputs in the documents' order.
+    """Run `run` on sub-batches of at most `bucket_rows` documents of similar length and
+    merge the outputs in the documents' order.
 
     run (Callable): the inner model's prediction of a list of docs.
     docs (Sequence[Doc]): the batch.
     bucket_rows (int): documents per sub-batch (a sentence is one window; a longer document
         brings all its windows).
+    tokenizer: the encoder's tokenizer: documents are sorted by their subwords (by their
+        characters without it).
     pad_id (int): the tokenizer's padding id, for the merged input_ids.
     pad_token (str): its padding token, for the merged wordpiece strings.
     RETURNS (FullTransformerBatch): as `run(docs)` would give it.
     """
-    order = sorted((i for i, doc in enumerate(docs) if len(doc)), key=lambda i: (len(docs[i].text), i))
+    kept = [i for i, doc in enumerate(docs) if len(doc)]
+    lengths = subword_lengths(tokenizer, [docs[i].text for i in kept])
+    order = [i for _, i in sorted(zip(lengths, kept))]
     if not order:
         return FullTransformerBatch.empty(len(docs))
     parts: List[Part] = []
@@ -42,6 +45,13 @@ def length_sorted_predict(
         indices = order[start : start + bucket_rows]
         parts.append((indices, run([docs[i] for i in indices])))
     return merge_batches(parts, len(docs), pad_id, pad_token)
+
+
+def subword_lengths(tokenizer: Any, texts: List[str]) -> List[int]:
+    """The number of subwords of each text (its characters without a tokenizer)."""
+    if tokenizer is None or not texts:
+        return [len(text) for text in texts]
+    return [len(ids) for ids in tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
 
 
 def merge_batches(parts: List[Part], n_docs: int, pad_id: int = 0, pad_token: str = "") -> FullTransformerBatch:
@@ -132,6 +142,16 @@ def _merge_field(parts: List[Tuple[numpy.ndarray, object]], n_rows: int, width: 
     return out
 
 
+def _tokens_covered(spans: list) -> int:
+    """How many distinct tokens a document's windows cover (overlaps counted once)."""
+    covered, end = 0, -1
+    for start, stop in sorted((span.start, span.end) for span in spans):
+        if stop > max(start, end):
+            covered += stop - max(start, end)
+            end = stop
+    return covered
+
+
 def _merge_align(parts: List[Part], row_maps: List[numpy.ndarray], n_docs: int, width: int) -> Ragged:
     """The tokens' alignment to the merged wordpieces: each sub-batch's indices (row * its
     width + column) moved to their row and width in the merged batch, the documents' tokens
@@ -144,14 +164,13 @@ def _merge_align(parts: List[Part], row_maps: List[numpy.ndarray], n_docs: int, 
         lengths = numpy.asarray(align.lengths.get() if hasattr(align.lengths, "get") else align.lengths).astype(int)
         moved = rows[data // w] * width + data % w if data.size else data
         starts = numpy.concatenate([[0], numpy.cumsum(lengths)]).astype(int)
-        flat = [span for doc_spans in batch.spans for span in doc_spans]
-        positions = get_token_positions(flat)
+        first = 0
         for i, doc_spans in zip(indices, batch.spans):
             if not doc_spans or not len(doc_spans[0]):
                 continue
-            first = positions[doc_spans[0][0]]
-            last = positions[doc_spans[-1][-1]] + 1
+            last = first + _tokens_covered(doc_spans)  # the document's tokens, each once
             per_doc[i] = (moved[starts[first] : starts[last]], lengths[first:last])
+            first = last
     kept = [entry for entry in per_doc if entry is not None]
     if not kept:
         return Ragged(numpy.zeros((0,), dtype="i"), numpy.zeros((0,), dtype="i"))

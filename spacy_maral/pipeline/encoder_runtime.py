@@ -218,7 +218,7 @@ def _forward(model: EncoderRuntime, docs: List[Doc], is_train: bool) -> Tuple[Fu
         if not is_train and settings["sort_by_length"] and len(docs) > settings["bucket_rows"]:
             tokenizer = encoder.tokenizer
             pad = (getattr(tokenizer, "pad_token_id", None) or 0, getattr(tokenizer, "pad_token", None) or "")
-            return length_sorted_predict(run, docs, settings["bucket_rows"], *pad), lambda d_output: docs
+            return length_sorted_predict(run, docs, settings["bucket_rows"], tokenizer, *pad), lambda d_output: docs
         output, backprop = encoder(docs, is_train)
     return (_fp32_outputs(output) if bf16 else output), backprop
 
