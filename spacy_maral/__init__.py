@@ -16,10 +16,10 @@ an import. The subpackages:
 - `cli`: the `python -m spacy_maral` commands.
 """
 from spacy_maral.about import __version__
+from spacy_maral.adaptation import progressive  # noqa: F401  (registrations)
 from spacy_maral.ml import loss, pooling, span_ner  # noqa: F401  (registrations)
 from spacy_maral.pipeline import encoder_runtime, maral_mlm, tokenizer  # noqa: F401  (registrations)
 from spacy_maral.pipeline.maral_ner import MaralNER, make_maral_ner
 from spacy_maral.training import callbacks, readers  # noqa: F401  (registrations)
-from spacy_maral.training.stage2 import adapter  # noqa: F401  (registrations)
 
 __all__ = ["MaralNER", "make_maral_ner", "__version__"]

@@ -1,7 +1,7 @@
 """Numerical tests of progressive adaptation (docs/method.md section 6).
 
-spacy_maral.training.stage2.refinement (anchors, guidance, EMA, neighbour index), the soft-label store
-(spacy_maral.training.stage2.soft_labels) and the stage-2 Adapter (spacy_maral.training.stage2.adapter), on small
+spacy_maral.adaptation.refinement (anchors, guidance, EMA, neighbour index), the soft-label store
+(spacy_maral.adaptation.soft_labels) and the stage-2 Adapter (spacy_maral.adaptation.progressive), on small
 hand-computed cases. No model, no encoder: every test runs in milliseconds.
 """
 from pathlib import Path
@@ -12,10 +12,10 @@ import pytest
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
+from spacy_maral.adaptation import refinement as A
+from spacy_maral.adaptation.progressive import AdaptationSettings, Adapter
+from spacy_maral.adaptation.soft_labels import PSEUDO_KEY, SoftLabelStore, attach_soft_labels, read_soft_labels
 from spacy_maral.ml.spans import count_spans, enumerate_spans
-from spacy_maral.training.stage2 import refinement as A
-from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
-from spacy_maral.training.stage2.soft_labels import PSEUDO_KEY, SoftLabelStore, attach_soft_labels, read_soft_labels
 
 INF = numpy.inf
 
@@ -531,7 +531,7 @@ def reference_refinement(
     index_labels: numpy.ndarray, margins_p: numpy.ndarray, margins_k: numpy.ndarray, k: int, m: float,
 ) -> numpy.ndarray:
     """Section 5's refinement of each span written out with plain loops (brute-force
-    cosine neighbours), independently of spacy_maral.training.stage2.refinement."""
+    cosine neighbours), independently of spacy_maral.adaptation.refinement."""
     n_classes = q.shape[1]
 
     def norm(v: List[float]) -> List[float]:

@@ -1,12 +1,12 @@
-"""Tests of the non-overlapping greedy decoder (spacy_maral.pipeline.decoding, docs/method.md section 4)."""
+"""Tests of the non-overlapping greedy decoder (spacy_maral.ml.decoding, docs/method.md section 4)."""
 from typing import List, Tuple
 
 import numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spacy_maral.ml.decoding import NON_ENTITY, decode_doc
 from spacy_maral.ml.spans import enumerate_spans
-from spacy_maral.pipeline.decoding import NON_ENTITY, decode_doc
 
 Kept = List[Tuple[int, int, int, float]]
 

@@ -1,5 +1,5 @@
 """Pseudo-labels from a teacher ensemble: the mean of the teachers' span probabilities,
-decoded once (spacy_maral.training.ensemble, pseudo-label --ensemble)."""
+decoded once (spacy_maral.inference.ensemble, pseudo-label --ensemble)."""
 import json
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -11,11 +11,11 @@ from spacy.tokens import Doc, DocBin
 from thinc.api import Adam, fix_random_seed
 
 from helpers import LEARN_RATE, N_STEPS, STEPS_PER_EPOCH, build_nlp, make_examples
+from spacy_maral.adaptation.soft_labels import PSEUDO_KEY
 from spacy_maral.inference.engines import make_engine
-from spacy_maral.pipeline.decoding import decode_doc
+from spacy_maral.inference.pseudo_label import pseudo_label
+from spacy_maral.ml.decoding import decode_doc
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
-from spacy_maral.training.pseudo_label import pseudo_label
-from spacy_maral.training.stage2.soft_labels import PSEUDO_KEY
 
 TEXTS = [
     "Angela Merkel visited Paris with Siemens .",

@@ -417,8 +417,8 @@ def test_calibrate_cli_stores_the_off_language_temperature_for_a_student_of_anot
 def test_adaptation_corpus_tokenizes_source_raw_text_with_source_rules(tmp_path) -> None:
     from spacy.tokens import DocBin
 
+    from spacy_maral.adaptation.examples import is_target
     from spacy_maral.training.readers import AdaptationCorpus
-    from spacy_maral.training.stage2.examples import is_target
 
     source = _gold_doc(["Die", "SPD-Fraktion", "tagte", "."], [(1, 2, "ORG")], spaces=[True, True, False, False])
     target = Doc(source.vocab, words=["Baden-Württemberg", "ist", "schön"])
@@ -490,7 +490,7 @@ def test_evaluate_model_specs_names_and_refuses_two_of_one_name(tmp_path) -> Non
 
 
 def test_prf_by_hand() -> None:
-    from spacy_maral.evaluation.prf import prf
+    from spacy_maral.prf import prf
 
     assert prf(2, 1, 3) == pytest.approx((2 / 3, 0.4, 0.5))  # F1 = 2 * (2/3 * 0.4) / (2/3 + 0.4)
     assert prf(0, 0, 0) == (0.0, 0.0, 0.0) and prf(0, 2, 0) == (0.0, 0.0, 0.0)

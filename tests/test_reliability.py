@@ -141,7 +141,7 @@ def test_a_kept_partition_of_other_input_is_not_reused(ruler_dir, tmp_path) -> N
 def test_pseudo_label_shards_checked_against_their_input(trained_dir, tmp_path) -> None:
     """A shard whose sentences changed (manifest unchanged) is labelled again, a shard
     without its sidecar too; `--overwrite` with an undecodable or empty input removes nothing."""
-    from spacy_maral.training.pseudo_label import pseudo_label
+    from spacy_maral.inference.pseudo_label import pseudo_label
 
     teacher = spacy.load(trained_dir)
     text = tmp_path / "target.txt"

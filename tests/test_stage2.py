@@ -1,7 +1,7 @@
 """End-to-end tests of stage 2 on the tiny random encoder of conftest.py.
 
 The reader (spacy_maral.AdaptationCorpus.v1), the teacher's pseudo-labelling
-(spacy_maral.training.pseudo_label), a two-epoch `spacy train configs/adapt.cfg` run with its
+(spacy_maral.inference.pseudo_label), a two-epoch `spacy train configs/adapt.cfg` run with its
 diagnostics, and a run killed with SIGKILL and resumed from its checkpoint.
 """
 import json
@@ -21,10 +21,14 @@ from spacy.tokens import Doc, DocBin, Span, SpanGroup
 from thinc.api import Adam, Config
 
 from helpers import REPO, TRAIN_SENTENCES, make_examples, source_config
+from spacy_maral.adaptation.examples import is_target, target_index
+from spacy_maral.adaptation.progressive import AdaptationSettings, Adapter
+from spacy_maral.adaptation.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, SoftLabelStore, attach_soft_labels
 from spacy_maral.corpora.target_text import iter_target_docs
+from spacy_maral.inference.pseudo_label import pseudo_label
+from spacy_maral.ml.decoding import decode_doc
 from spacy_maral.ml.span_ner import SpanScores
 from spacy_maral.ml.spans import count_spans, enumerate_spans
-from spacy_maral.pipeline.decoding import decode_doc
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
 from spacy_maral.training.callbacks import (
     CHECKPOINT_MARKER,
@@ -34,11 +38,7 @@ from spacy_maral.training.callbacks import (
     load_checkpoint,
     save_checkpoint,
 )
-from spacy_maral.training.pseudo_label import pseudo_label
 from spacy_maral.training.readers import AdaptationCorpus, target_subset
-from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
-from spacy_maral.training.stage2.examples import is_target, target_index
-from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, SoftLabelStore, attach_soft_labels
 
 # Target-language sentences with tags: the tags are diagnostics only (pseudo_label_prf).
 TARGET_SENTENCES: List[Tuple[str, List[Tuple[int, int, str]]]] = [

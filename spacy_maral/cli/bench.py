@@ -108,7 +108,7 @@ def parallel_command(
     For example two trainings on a 2-core CPU, where two 1-thread runs beat two 2-thread
     runs one after the other. Once all have ended, exits with 1 if any failed, having
     printed the tail of each failed one's log."""
-    from spacy_maral.parallel import run_parallel
+    from spacy_maral.workflow.parallel import run_parallel
 
     failed = run_parallel(commands, jobs=jobs, log_dir=log_dir, append=append)
     if failed:

@@ -19,7 +19,7 @@ def parse_seeds(value: str) -> List[int]:
 
 def _train(ctx: typer.Context, config: Path, output_dir: Path, seeds: str, jobs: int, role: str) -> None:
     """Run train_per_seed for the command of `role` and print one line per run."""
-    from spacy_maral.training.per_seed import ROLES, summary_name, train_per_seed
+    from spacy_maral.workflow.per_seed import ROLES, summary_name, train_per_seed
 
     overrides = [a for a in ctx.args if a != "--"]
     try:

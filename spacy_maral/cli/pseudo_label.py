@@ -42,10 +42,10 @@ def pseudo_label_command(
 
     from spacy_maral.corpora.text_check import check_target_text
     from spacy_maral.inference.engines import make_engine
+    from spacy_maral.inference.pseudo_label import check_inference_tau, pseudo_label
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
-    from spacy_maral.training.pseudo_label import check_inference_tau, pseudo_label
 
     if inference_tau is not None:
         try:
@@ -62,7 +62,7 @@ def pseudo_label_command(
         require_gpu(gpu_id)
     try:
         if ensemble_from is not None:
-            from spacy_maral.training.per_seed import summary_models
+            from spacy_maral.workflow.per_seed import summary_models
 
             ensemble = [*ensemble, *(str(m) for m in summary_models(ensemble_from))]
         nlp = load_pipeline(teacher, precision=precision)

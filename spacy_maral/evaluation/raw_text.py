@@ -20,8 +20,8 @@ from spacy.tokens import Doc
 
 from spacy_maral.corpora.detokenize import detokenize
 from spacy_maral.evaluation.calibration import reliability
-from spacy_maral.evaluation.prf import prf
 from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
+from spacy_maral.prf import prf
 
 CharSpan = Tuple[int, int, str]
 

@@ -19,7 +19,8 @@ from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer, get_array_module, xp2torch
 
-from spacy_maral.inference.threads import install_fork_guard
+from spacy_maral.adaptation.examples import Stage2Corpus
+from spacy_maral.adaptation.progressive import AdaptationSettings, Adapter
 from spacy_maral.ml.loss import ReweightedVMFLoss
 from spacy_maral.ml.span_ner import CLASSES_ATTR, DEFAULT_MODEL, SpanScores, build_head, copy_span_ner_weights, get_span_head
 from spacy_maral.ml.vmf import collapsed_class_pairs, warn_collapsed
@@ -28,8 +29,7 @@ from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
 from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, NON_ENTITY_LABEL, checked_cfg, load_weights, read_cfg
 from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, fit_windows_to_encoder, words_without_subwords
 from spacy_maral.pipeline.tokenizer import refuse_unencodable, unencodable_error
-from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
-from spacy_maral.training.stage2.examples import Stage2Corpus
+from spacy_maral.threads import install_fork_guard
 from spacy_maral.util import logger
 
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-from spacy_maral.inference.threads import set_torch_threads
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
 from spacy_maral.pipeline.maral_ner import find_maral_ner
+from spacy_maral.threads import set_torch_threads
 
 
 def model_id(model: Any) -> str:
@@ -101,7 +101,7 @@ class PipelineWorker:
             pickles by name, for worker processes and Ray actors), e.g.
             `spacy_maral.inference.annotate.worker.annotate_records` (payload: a list of
             (id, text, file, line) records) or
-            `spacy_maral.training.pseudo_label.label_shard_bytes` (payload: DocBin bytes).
+            `spacy_maral.inference.pseudo_label.label_shard_bytes` (payload: DocBin bytes).
         payload (Any): the partition.
         kwargs: the task's settings (batch_size, ...).
         RETURNS (Dict[str, Any]): the task's result, plus "pid", "peak_rss_mb", "rss_mb"

@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any, Dict, Iterable, Iterator, Optional, Sequence, Tuple
 
 from spacy_maral.inference.engines.base import Item, PipelineWorker, Task, WorkerSpec
-from spacy_maral.parallel import cpu_share
+from spacy_maral.threads import cpu_share
 
 
 class InProcessEngine:

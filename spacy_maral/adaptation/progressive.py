@@ -25,14 +25,14 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy
 from spacy.training import Example
 
-from spacy_maral.evaluation.prf import prf
+from spacy_maral.adaptation import refinement as A
+from spacy_maral.adaptation.examples import diagnostic_gold, is_target, target_index
+from spacy_maral.adaptation.soft_labels import DIAGNOSTIC_GOLD_KEY, SoftLabelStore
 from spacy_maral.fileio import atomic_savez, atomic_write_text
+from spacy_maral.ml.decoding import decode_doc
 from spacy_maral.ml.loss import ReweightedVMFLoss, log_prior
 from spacy_maral.ml.spans import doc_span_slices, enumerate_spans
-from spacy_maral.pipeline.decoding import decode_doc
-from spacy_maral.training.stage2 import refinement as A
-from spacy_maral.training.stage2.examples import diagnostic_gold, is_target, target_index
-from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, SoftLabelStore
+from spacy_maral.prf import prf
 from spacy_maral.util import logger, registry
 
 

@@ -9,16 +9,7 @@ from typing import IO, List, Optional, Sequence, Tuple
 
 from wasabi import msg
 
-
-def cpu_share(workers: int) -> int:
-    """The CPU threads each of `workers` processes side by side gets: the machine's cores
-    divided among them, at least 1 (what run_parallel, train-teachers/train-students and
-    the local engine's worker processes use).
-
-    workers (int): how many processes run at once.
-    RETURNS (int): threads per process.
-    """
-    return max(1, (os.cpu_count() or 1) // max(1, workers))
+from spacy_maral.threads import cpu_share
 
 
 def run_parallel(

@@ -33,20 +33,20 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin, SpanGroup
 from tqdm import tqdm
 
+from spacy_maral.adaptation.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
 from spacy_maral.corpora.docbin import docbin_paths
 from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
 from spacy_maral.fileio import atomic_open, atomic_write_text
 from spacy_maral.inference.batching import length_sorted_batches
 from spacy_maral.inference.engines.base import WorkerSpec
 from spacy_maral.inference.engines.local import InProcessEngine
+from spacy_maral.inference.ensemble import check_ensemble, ensemble_probabilities
 from spacy_maral.inference.lock import folder_lock
 from spacy_maral.inference.runner import content_digest, manifest_digest, open_output, run_partitions
 from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.pipeline.decoding import decode_docs
 from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of
 from spacy_maral.pipeline.maral_ner import MaralNER, find_maral_ner
-from spacy_maral.training.ensemble import check_ensemble, ensemble_probabilities
-from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
 
 
 @dataclass
@@ -80,7 +80,7 @@ def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc], ensemble: Sequenc
     ner (MaralNER): its maral_ner component.
     docs (List[Doc]): the target sentences.
     ensemble (Sequence[Language]): more teachers: the soft labels come from the mean of
-        all teachers' span probabilities (spacy_maral.training.ensemble).
+        all teachers' span probabilities (spacy_maral.inference.ensemble).
     """
     for doc in docs:
         if doc.ents:
@@ -168,7 +168,7 @@ def pseudo_label(
         teacher or settings: its _manifest.json), delete them (and its summary.json)
         instead of raising. The shards of this same run are kept either way.
     ensemble (Sequence[Language]): more teachers: the soft labels come from the mean of
-        the span probabilities of `nlp` and these (spacy_maral.training.ensemble); an
+        the span probabilities of `nlp` and these (spacy_maral.inference.ensemble); an
         `engine` must load the same ones (WorkerSpec.ensemble).
     RETURNS (PseudoLabelStats): counts of what was read and written.
     """
