@@ -913,6 +913,7 @@ def test_student_class_prior_counts_the_whole_source_corpus(tiny_encoder, tmp_pa
     from spacy.training import Example
 
     from helpers import build_nlp
+    from spacy_maral.pipeline.span_labels import count_classes
 
     source, target = write_student_corpora(tmp_path, n_source=40)
     nlp, _ = student_nlp(tiny_encoder, source, target, {"source_per_batch": 1, "target_per_batch": 1})
@@ -931,7 +932,7 @@ def test_student_class_prior_counts_the_whole_source_corpus(tiny_encoder, tmp_pa
     teacher_ner = stage1.get_pipe("maral_ner")
     for label in ner.labels:
         teacher_ner.add_label(label)
-    assert teacher_ner.count_classes(examples) == (ner.cfg["class_counts"], 70, 0)
+    assert count_classes(examples, teacher_ner.classes, teacher_ner.max_width) == (ner.cfg["class_counts"], 70, 0)
     stage1.initialize(lambda: examples)
     assert teacher_ner.classes == ner.classes
     assert teacher_ner.cfg["class_counts"] == ner.cfg["class_counts"]
