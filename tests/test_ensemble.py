@@ -87,12 +87,12 @@ def test_soft_labels_are_the_decoded_mean_of_the_teachers(trained_dir, second_di
         keys = list(a)
         mean = numpy.stack([(a[k] + b[k]) / 2 for k in keys])
         starts, ends = numpy.array([s for s, _ in keys]), numpy.array([e for _, e in keys])
-        expected = [(s, e, classes[c]) for s, e, c, _ in decode_doc(starts, ends, mean, len(doc))]
+        expected = [(s, e, classes[c]) for s, e, c, *_ in decode_doc(starts, ends, mean, len(doc))]
         got = soft_labels(doc)
         assert [(s, e, label) for s, e, label, _ in got] == expected
         for s, e, _, probs in got:
             numpy.testing.assert_allclose(probs, (a[(s, e)] + b[(s, e)]) / 2, rtol=1e-5, atol=1e-6)
-        alone = [(s, e, classes[c]) for s, e, c, _ in decode_doc(starts, ends, numpy.stack([a[k] for k in keys]), len(doc))]
+        alone = [(s, e, classes[c]) for s, e, c, *_ in decode_doc(starts, ends, numpy.stack([a[k] for k in keys]), len(doc))]
         differs_from_first += alone != expected or any(not numpy.allclose(p, a[(s, e)], atol=1e-4) for s, e, _, p in got)
     assert sum(stats.entities.values()) > 0, "the ensemble labels no entity: the checks above are vacuous"
     assert differs_from_first, "the second teacher changed nothing: the test cannot tell an ensemble from one teacher"

@@ -188,7 +188,8 @@ def entity_logits(nlp: Language, docs: Sequence[Doc], batch_size: int = 64) -> T
         logits = ner.decision_logits(scores)
         for (sentence, doc), kept in zip(runnable, ner.decode([d for _, d in runnable], scores)):
             gold = set(sentence.gold)
-            for s, e, c, _, row in kept:
-                span = (doc[s:e].start_char, doc[s:e].end_char, ner.classes[c])
-                rows.append((logits[row], c, span in gold))
+            for entity in kept:
+                tokens = doc[entity.start : entity.end]
+                span = (tokens.start_char, tokens.end_char, ner.classes[entity.class_id])
+                rows.append((logits[entity.row], entity.class_id, span in gold))
     return stack_entity_logits(rows, len(ner.classes))

@@ -92,8 +92,9 @@ def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc], ensemble: Sequenc
     teachers = [(nlp, ner)] + [(member, find_maral_ner(member)) for member in ensemble]
     predicted, spans, probs = ensemble_probabilities(teachers, runnable)
     for doc, kept in zip(runnable, decode_docs(predicted, spans, probs)):
-        rows = [r for *_, r in kept]
-        attach_soft_labels(doc, [(s, e) for s, e, *_ in kept], probs[rows] if rows else numpy.zeros((0, len(ner.classes))), ner.classes)
+        rows = [entity.row for entity in kept]
+        spans = [(entity.start, entity.end) for entity in kept]
+        attach_soft_labels(doc, spans, probs[rows] if rows else numpy.zeros((0, len(ner.classes))), ner.classes)
     return docs
 
 
