@@ -164,6 +164,31 @@ def test_imports_go_down_the_layers() -> None:
     assert not upward, "imports of a higher layer (see LAYERS):\n" + "\n".join(upward)
 
 
+# the modules whose signatures are the engines' and the partition runner's contract: typed, no Any
+TYPED_SIGNATURES = ("spacy_maral/inference/engines", "spacy_maral/inference/runner.py")
+
+
+def any_in_signatures(path: Path) -> List[str]:
+    """The functions of a module with `Any` in a parameter's or the return's annotation."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            params = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, [args.vararg, args.kwarg])]
+            annotations = [a.annotation for a in params if a.annotation is not None] + ([node.returns] if node.returns else [])
+            names = {n.id for a in annotations for n in ast.walk(a) if isinstance(n, ast.Name)}
+            names |= {n.attr for a in annotations for n in ast.walk(a) if isinstance(n, ast.Attribute)}
+            if "Any" in names:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    return found
+
+
+def test_engine_and_runner_signatures_have_no_any() -> None:
+    paths = [p for where in TYPED_SIGNATURES for p in sorted((ROOT / where).rglob("*.py") if (ROOT / where).is_dir() else [ROOT / where])]
+    found = [hit for path in paths for hit in any_in_signatures(path)]
+    assert paths and not found, "Any in an engine's or the runner's signature: " + ", ".join(found)
+
+
 def test_no_module_over_500_lines() -> None:
     long = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text(encoding="utf8").splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"

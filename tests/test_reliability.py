@@ -290,8 +290,8 @@ def test_ray_resources_no_node_has_and_dead_actors_end(ruler_dir) -> None:
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the actors can't import this test module
     with RayEngine(spec, num_actors=1, num_cpus=1, max_retries=0) as engine:
-        [(key, result)] = list(engine.map(die_on_payload, [(0, "fine")]))
-        assert key == 0 and result["ok"] == "fine"
+        [(key, done)] = list(engine.map(die_on_payload, [(0, "fine")]))
+        assert key == 0 and done.result["ok"] == "fine"
         with pytest.raises(RuntimeError, match="a Ray actor died"):
             list(engine.map(die_on_payload, [(1, "die")]))
 

@@ -1,4 +1,5 @@
 """`python -m spacy_maral pseudo-label`: soft labels for a target corpus from a teacher."""
+from contextlib import nullcontext
 from pathlib import Path
 from typing import List, Literal, Optional
 
@@ -72,22 +73,18 @@ def pseudo_label_command(
         if inference_tau is not None:
             for pipeline in [nlp, *members]:
                 find_maral_ner(pipeline).inference_tau = inference_tau
-        workers = None
-        if engine == "ray":
-            workers = make_engine(
-                "ray", teacher, inference_tau=inference_tau, precision=precision, address=address, num_actors=num_actors,
-                cpus_per_actor=cpus_per_actor, gpus_per_actor=num_gpus_per_actor, connect_timeout=ray_timeout,
-                ensemble=ensemble,
-            ).__enter__()
-        n_workers = workers.n_workers if workers is not None else 1
-        try:
+        # the local engine is this process, with the teachers loaded here (pseudo_label's own)
+        workers = nullcontext() if engine == "local" else make_engine(
+            "ray", teacher, inference_tau=inference_tau, precision=precision, address=address, num_actors=num_actors,
+            cpus_per_actor=cpus_per_actor, gpus_per_actor=num_gpus_per_actor, connect_timeout=ray_timeout,
+            ensemble=ensemble,
+        )
+        with workers as running:
+            n_workers = running.n_workers if running is not None else 1
             stats = pseudo_label(
                 nlp, input_path, output_dir, batch_size=batch_size, shard_size=shard_size, limit=limit,
-                gold_tokens=gold_tokens, engine=workers, overwrite=overwrite, ensemble=members,
+                gold_tokens=gold_tokens, engine=running, overwrite=overwrite, ensemble=members,
             )
-        finally:
-            if workers is not None:
-                workers.__exit__(None, None, None)
     except ImportError as err:
         typer.secho(f"pseudo-label: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(code=1) from err
