@@ -374,7 +374,7 @@ def test_calibrate_cli_stores_a_given_temperature_and_reports_the_dev_set_at_it(
     assert result["after"]["ece"] == pytest.approx(expected, abs=1e-6)
     # a negative temperature is refused before any work, and nothing is written
     bad = subprocess.run(base + ["--output", str(tmp_path / "bad"), "--temperature", "-1"], capture_output=True, text=True)
-    assert bad.returncode == 1 and "--temperature must be > 0" in " ".join(bad.stdout.split())
+    assert bad.returncode == 1 and "--temperature must be > 0" in " ".join(bad.stderr.split())  # errors go to stderr
     assert not (tmp_path / "bad").exists()
 
 
@@ -407,7 +407,7 @@ def test_calibrate_cli_stores_the_off_language_temperature_for_a_student_of_anot
     # --target-lang needs the dev set's language, and says so before any work
     bad = subprocess.run([sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--output",
                           str(tmp_path / "bad"), "--target-lang", "de"], capture_output=True, text=True)
-    assert bad.returncode == 1 and "needs --lang" in " ".join(bad.stdout.split())
+    assert bad.returncode == 1 and "needs --lang" in " ".join(bad.stderr.split())
     assert not (tmp_path / "bad").exists()
 
 
@@ -470,7 +470,7 @@ def test_calibrate_cli_without_predicted_entities_keeps_temperature_one(trained_
         capture_output=True, text=True,
     )
     assert run.returncode == 0, run.stderr
-    assert "nothing to calibrate" in " ".join(run.stdout.split())
+    assert "nothing to calibrate" in " ".join(run.stderr.split())  # a warning: stderr
     assert find_maral_ner(spacy.load(out)).score_temperature == 1.0
 
 

@@ -44,6 +44,9 @@ def pseudo_label_command(
     from spacy_maral.corpora.text_check import check_target_text
     from spacy_maral.inference.engines import make_engine
     from spacy_maral.inference.pseudo_label import check_inference_tau, pseudo_label
+    from spacy_maral.util import Printer
+
+    msg = Printer()
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
@@ -55,10 +58,9 @@ def pseudo_label_command(
             raise typer.BadParameter(str(err), param_hint="--inference-tau") from err
     try:  # before the GPU starts, any teacher is loaded or OUTPUT_DIR is touched
         for warning in check_target_text(input_path, lang or "xx").warnings:
-            typer.secho(f"pseudo-label: {warning}", fg=typer.colors.YELLOW, err=True)
+            msg.warn(f"pseudo-label: {warning}")
     except ValueError as err:
-        typer.secho(f"pseudo-label failed: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
+        msg.fail(f"pseudo-label failed: {err}", exits=1)
     if gpu_id >= 0 and engine == "local":
         require_gpu(gpu_id)
     try:
@@ -86,18 +88,14 @@ def pseudo_label_command(
                 gold_tokens=gold_tokens, engine=running, overwrite=overwrite, ensemble=members,
             )
     except ImportError as err:
-        typer.secho(f"pseudo-label: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
+        msg.fail(f"pseudo-label: {err}", exits=1)
     except (OSError, ValueError, RuntimeError) as err:
-        typer.secho(f"pseudo-label failed: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
-    typer.echo(
-        f"{stats.sentences} sentences ({stats.shards_written} shards written, {stats.shards_kept} kept from an earlier run)"
-    )
+        msg.fail(f"pseudo-label failed: {err}", exits=1)
+    msg.text(f"{stats.sentences} sentences ({stats.shards_written} shards written, {stats.shards_kept} kept from an earlier run)")
     if engine == "ray":
-        typer.echo(f"engine: ray, {n_workers} actors")
+        msg.text(f"engine: ray, {n_workers} actors")
     for label, n in sorted(stats.entities.items()):
-        typer.echo(f"  {label:<10} {n:>8} pseudo-labelled entity spans")
+        msg.text(f"  {label:<10} {n:>8} pseudo-labelled entity spans")
     if stats.diagnostic_gold:
-        typer.echo(f"  {stats.diagnostic_gold} target tags kept aside for diagnostics only")
-    typer.echo(f"output: {output_dir}")
+        msg.text(f"  {stats.diagnostic_gold} target tags kept aside for diagnostics only")
+    msg.text(f"output: {output_dir}")
