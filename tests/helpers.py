@@ -131,3 +131,15 @@ def assert_same_predictions(a, b) -> None:
 def encoder_parameters(nlp: Language) -> Dict[str, torch.Tensor]:
     hf_model = nlp.get_pipe("transformer").model.transformer
     return dict(hf_model.named_parameters())
+
+
+def app_of(command: str):
+    """The typer app that has `command`: the benchmark tools' (`python -m
+    spacy_maral.bench`: measure, benchmark-report, parallel) or the user's (`python -m
+    spacy_maral`)."""
+    import typer.main
+
+    from spacy_maral.bench.cli import app as bench_app
+    from spacy_maral.cli import app
+
+    return bench_app if command in typer.main.get_command(bench_app).commands else app

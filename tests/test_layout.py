@@ -28,8 +28,8 @@ LAYERS: List[Tuple[str, ...]] = [
     ("training",),
     ("workflow",),
     ("encoders",),
-    ("bench",),
-    ("cli",),
+    ("cli",),  # python -m spacy_maral
+    ("bench",),  # python -m spacy_maral.bench, the benchmark project's tools (on cli's app layout)
     ("", "__main__"),  # the package itself: it imports every registration
 ]
 OUTSIDE = re.compile("|".join([r"\.\./" + "shared", "/" + "work/", r"parents?\b[^\n]*/ *\"" + "shared"]))

@@ -90,7 +90,7 @@ def test_each_run_gets_its_folder_and_seed(setup, tmp_path) -> None:
     out = tmp_path / "t"
     folder = out / "teacher-s7"
     assert run_command(config, out, 7, ["--training.max_steps", "4"]) == [
-        "python", "-m", "spacy_maral", "measure", str(folder / "timing.json"), "--",
+        "python", "-m", "spacy_maral.bench", "measure", str(folder / "timing.json"), "--",
         "python", "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", "7",
         "--training.max_steps", "4",
     ]

@@ -368,7 +368,7 @@ def test_format_table_rows_per_system() -> None:
 
 
 def test_parallel_appends_the_shared_arguments_to_every_command(tmp_path) -> None:
-    """`spacy_maral parallel --append ARGS` runs each command with ARGS at its end (the
+    """`spacy_maral.bench parallel --append ARGS` runs each command with ARGS at its end (the
     benchmark workflow writes the trainings' shared overrides once that way)."""
     from spacy_maral.workflow.parallel import run_parallel
 

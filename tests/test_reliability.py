@@ -359,9 +359,9 @@ def test_help_keeps_its_brackets(command, text) -> None:
     """--help prints the help texts as written (rich markup would eat '[ray]')."""
     from typer.testing import CliRunner
 
-    from spacy_maral.cli import app
+    from helpers import app_of
 
-    result = CliRunner().invoke(app, [*command, "--help"], terminal_width=200)
+    result = CliRunner().invoke(app_of(command[0]), [*command, "--help"], terminal_width=200)
     assert result.exit_code == 0 and text in " ".join(result.output.split()), result.output
 
 
