@@ -56,7 +56,7 @@ setup(
         ],
         "spacy_misc": [
             "spacy_maral.ReweightedVMFLoss.v1 = spacy_maral.ml.loss:configure_reweighted_vmf_loss",
-            "spacy_maral.Adaptation.v1 = spacy_maral.training.stage2.adapter:AdaptationSettings",
+            "spacy_maral.Adaptation.v1 = spacy_maral.adaptation.progressive:AdaptationSettings",
         ],
         "spacy_tokenizers": [
             "spacy_maral.tokenizer.v1 = spacy_maral.pipeline.tokenizer:create_language_tokenizer",

@@ -164,3 +164,15 @@ def assert_nothing_patched(nlp, window: int = 32, stride: int = 24) -> None:
     assert registry.span_getters.get("spacy_maral.encoder_windows.v1") is configure_encoder_windows
     assert type(get_spans) is EncoderWindows and (get_spans.window, get_spans.stride) == (window, stride)
     assert get_spans.encoder is inner
+
+
+def app_of(command: str):
+    """The typer app that has `command`: the benchmark tools' (`python -m
+    spacy_maral.bench`: measure, benchmark-report, parallel) or the user's (`python -m
+    spacy_maral`)."""
+    import typer.main
+
+    from spacy_maral.bench.cli import app as bench_app
+    from spacy_maral.cli import app
+
+    return bench_app if command in typer.main.get_command(bench_app).commands else app

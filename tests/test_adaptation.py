@@ -1,7 +1,7 @@
 """Numerical tests of progressive adaptation (docs/method.md section 6).
 
-spacy_maral.training.stage2.refinement (anchors, guidance, EMA, neighbour index), the soft-label store
-(spacy_maral.training.stage2.soft_labels) and the stage-2 Adapter (spacy_maral.training.stage2.adapter), on small
+spacy_maral.adaptation.refinement (anchors, guidance, EMA, neighbour index), the soft-label store
+(spacy_maral.adaptation.soft_labels) and the stage-2 ProgressiveAdaptation (spacy_maral.adaptation.progressive), on small
 hand-computed cases. No model, no encoder: every test runs in milliseconds.
 """
 from pathlib import Path
@@ -12,10 +12,10 @@ import pytest
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
+from spacy_maral.adaptation import refinement
+from spacy_maral.adaptation.progressive import AdaptationSettings, ProgressiveAdaptation
+from spacy_maral.adaptation.soft_labels import PSEUDO_KEY, SoftLabelStore, attach_soft_labels, read_soft_labels
 from spacy_maral.ml.spans import count_spans, enumerate_spans
-from spacy_maral.training.stage2 import refinement as A
-from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
-from spacy_maral.training.stage2.soft_labels import PSEUDO_KEY, SoftLabelStore, attach_soft_labels, read_soft_labels
 
 INF = numpy.inf
 
@@ -46,7 +46,7 @@ def test_select_anchors_two_clusters_high_one_reliable() -> None:
     perm = rng.permutation(100)  # the classes' spans interleaved
     scores, labels = scores[perm], labels[perm]
     expected = numpy.concatenate([numpy.arange(50) >= 30, numpy.arange(50) >= 25])[perm]
-    reliable = A.select_anchors(scores, labels, n_classes=3, seed=0)
+    reliable = refinement.select_anchors(scores, labels, n_classes=3, seed=0)
     assert reliable.dtype == bool and reliable.shape == (100,)
     numpy.testing.assert_array_equal(reliable, expected)
 
@@ -56,8 +56,8 @@ def test_select_anchors_is_scale_free() -> None:
     rng = numpy.random.default_rng(2)
     scores = two_clusters(rng, 15, 15, 0.0, 1.0, 0.08)
     labels = numpy.full(30, 1)
-    a = A.select_anchors(scores, labels, 2, seed=0)
-    b = A.select_anchors(1000.0 * scores - 37.0, labels, 2, seed=0)
+    a = refinement.select_anchors(scores, labels, 2, seed=0)
+    b = refinement.select_anchors(1000.0 * scores - 37.0, labels, 2, seed=0)
     numpy.testing.assert_array_equal(a, b)
     assert a[15:].all() and not a[:15].any()
 
@@ -66,18 +66,18 @@ def test_select_anchors_degenerate_classes_are_all_reliable() -> None:
     # class 0: no span; class 1: one span; class 2: constant scores; class 3: two equal + inf-free
     scores = numpy.array([0.3, 5.0, 5.0, 5.0, -1.0, -1.0], dtype=numpy.float32)
     labels = numpy.array([1, 2, 2, 2, 3, 3])
-    reliable = A.select_anchors(scores, labels, n_classes=5, seed=0)
+    reliable = refinement.select_anchors(scores, labels, n_classes=5, seed=0)
     assert reliable.all()
 
 
 def test_select_anchors_empty_input() -> None:
-    out = A.select_anchors(numpy.zeros(0, dtype=numpy.float32), numpy.zeros(0, dtype=numpy.int64), 3)
+    out = refinement.select_anchors(numpy.zeros(0, dtype=numpy.float32), numpy.zeros(0, dtype=numpy.int64), 3)
     assert out.shape == (0,) and out.dtype == bool
 
 
 def test_select_anchors_two_spans_differing() -> None:
     """Two distinct scores: each becomes its own component; only the higher is an anchor."""
-    reliable = A.select_anchors(numpy.array([0.1, 0.9]), numpy.array([1, 1]), 2, seed=0)
+    reliable = refinement.select_anchors(numpy.array([0.1, 0.9]), numpy.array([1, 1]), 2, seed=0)
     assert reliable.tolist() == [False, True]
 
 
@@ -85,9 +85,9 @@ def test_select_anchors_seeded_is_deterministic() -> None:
     rng = numpy.random.default_rng(3)
     scores = rng.random(200)  # no clear structure: the fit depends on the seed
     labels = rng.integers(0, 4, 200)
-    first = A.select_anchors(scores, labels, 4, seed=7)
+    first = refinement.select_anchors(scores, labels, 4, seed=7)
     for _ in range(3):
-        numpy.testing.assert_array_equal(A.select_anchors(scores, labels, 4, seed=7), first)
+        numpy.testing.assert_array_equal(refinement.select_anchors(scores, labels, 4, seed=7), first)
 
 
 def test_select_anchors_threshold() -> None:
@@ -95,7 +95,7 @@ def test_select_anchors_threshold() -> None:
     # overlapping clusters, so posteriors spread over (0, 1)
     scores = two_clusters(rng, 60, 60, 0.0, 1.0, 0.4)
     labels = numpy.concatenate([numpy.full(119, 1), [2]])  # class 2: a single span
-    by_t = {t: A.select_anchors(scores, labels, 3, seed=0, threshold=t) for t in (0.1, 0.5, 0.9, 1.0)}
+    by_t = {t: refinement.select_anchors(scores, labels, 3, seed=0, threshold=t) for t in (0.1, 0.5, 0.9, 1.0)}
     # a higher threshold keeps a subset
     assert (by_t[0.9] <= by_t[0.5]).all() and (by_t[0.5] <= by_t[0.1]).all()
     assert by_t[0.1].sum() > by_t[0.5].sum() > by_t[0.9].sum()
@@ -107,13 +107,13 @@ def test_select_anchors_threshold() -> None:
 def test_class_margins_by_hand() -> None:
     scores = numpy.array([1.0, 3.0, 2.0, 5.0, 8.0, -4.0])
     labels = numpy.array([0, 0, 1, 1, 1, 3])
-    margins = A.class_margins(scores, labels, 5)
+    margins = refinement.class_margins(scores, labels, 5)
     assert margins.dtype == numpy.float32
     numpy.testing.assert_allclose(margins, [2.0, 5.0, INF, -4.0, INF])
 
 
 def test_class_margins_empty() -> None:
-    margins = A.class_margins(numpy.zeros(0), numpy.zeros(0, dtype=numpy.int64), 3)
+    margins = refinement.class_margins(numpy.zeros(0), numpy.zeros(0, dtype=numpy.int64), 3)
     assert numpy.isposinf(margins).all()
 
 
@@ -131,33 +131,33 @@ def test_global_guidance_by_hand() -> None:
     )
     margins = numpy.array([1.5, 0.8, 1.0], dtype=numpy.float32)
     expected = [[1, 1, 0], [0, 1, 0], [0, 0, 1], [1, 0, 0], [0, 0, 0]]
-    out = A.global_guidance(logits, margins)
+    out = refinement.global_guidance(logits, margins)
     assert out.dtype == numpy.float32
     numpy.testing.assert_array_equal(out, expected)
 
 
 def test_global_guidance_unseen_class_never_on() -> None:
     logits = numpy.array([[0.0, 1e6, 0.0]], dtype=numpy.float32)
-    out = A.global_guidance(logits, numpy.array([0.0, INF, 0.0], dtype=numpy.float32))
+    out = refinement.global_guidance(logits, numpy.array([0.0, INF, 0.0], dtype=numpy.float32))
     numpy.testing.assert_array_equal(out, [[0, 0, 0]])
 
 
 def test_neighbour_counts_by_hand() -> None:
     labels = numpy.array([[0, 1, 1, -1], [2, 2, 2, 0], [-1, -1, -1, -1]])
-    out = A.neighbour_counts(labels, 3)
+    out = refinement.neighbour_counts(labels, 3)
     assert out.dtype == numpy.float32
     numpy.testing.assert_array_equal(out, [[1, 2, 0], [1, 0, 3], [0, 0, 0]])
 
 
 def test_neighbour_counts_no_rows() -> None:
-    assert A.neighbour_counts(numpy.zeros((0, 5), dtype=numpy.int64), 3).shape == (0, 3)
+    assert refinement.neighbour_counts(numpy.zeros((0, 5), dtype=numpy.int64), 3).shape == (0, 3)
 
 
 def test_local_guidance_by_hand() -> None:
     counts = numpy.array([[1, 2, 0], [1, 0, 3], [2, 1, 2]], dtype=numpy.float32)
     margins = numpy.array([1.5, 1.0, 2.0], dtype=numpy.float32)
     # strict ">": a count equal to its margin is not evidence
-    numpy.testing.assert_array_equal(A.local_guidance(counts, margins), [[0, 1, 0], [0, 0, 1], [1, 0, 0]])
+    numpy.testing.assert_array_equal(refinement.local_guidance(counts, margins), [[0, 1, 0], [0, 0, 1], [1, 0, 0]])
 
 
 def test_combine_guidance_by_hand() -> None:
@@ -171,13 +171,13 @@ def test_combine_guidance_by_hand() -> None:
         [1 / 6, 1 / 6, 2 / 3],  # ([1/3, 1/3, 1/3] + [0, 0, 1]) / 2
         [0.0, 0.5, 0.5],  # local only
     ]
-    numpy.testing.assert_allclose(A.combine_guidance(a_p, a_k), expected, rtol=1e-6)
+    numpy.testing.assert_allclose(refinement.combine_guidance(a_p, a_k), expected, rtol=1e-6)
 
 
 def test_ema_update_by_hand() -> None:
     q = numpy.array([[0.2, 0.8, 0.0], [1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.5, 0.0, 0.0]], dtype=numpy.float32)
     u = numpy.array([[0.25, 0.75, 0.0], [0.0, 0.5, 0.5], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=numpy.float32)
-    out = A.ema_update(q, u, 0.9)
+    out = refinement.ema_update(q, u, 0.9)
     expected = [
         [0.205, 0.795, 0.0],  # 0.9 q + 0.1 u, already normalised
         [0.9, 0.05, 0.05],
@@ -192,28 +192,28 @@ def test_ema_update_by_hand() -> None:
 
 def test_ema_update_row_without_evidence_keeps_unnormalised_q() -> None:
     q = numpy.array([[0.3, 0.3, 0.0]], dtype=numpy.float32)
-    numpy.testing.assert_array_equal(A.ema_update(q, numpy.zeros_like(q), 0.8), q)
+    numpy.testing.assert_array_equal(refinement.ema_update(q, numpy.zeros_like(q), 0.8), q)
 
 
 def test_l1_normalize() -> None:
     x = numpy.array([[1.0, 3.0], [0.0, 0.0]])
-    numpy.testing.assert_allclose(A.l1_normalize(x), [[0.25, 0.75], [0.0, 0.0]])
+    numpy.testing.assert_allclose(refinement.l1_normalize(x), [[0.25, 0.75], [0.0, 0.0]])
 
 
 # -------------------------------------------------------------- ema_momentum
 def test_ema_momentum_schedule() -> None:
-    values = [A.ema_momentum(e, 4) for e in range(4)]
+    values = [refinement.ema_momentum(e, 4) for e in range(4)]
     numpy.testing.assert_allclose(values, [0.95, 0.90, 0.85, 0.80])
-    assert A.ema_momentum(0, 20) == pytest.approx(0.95)
-    assert A.ema_momentum(19, 20) == pytest.approx(0.80)
-    assert A.ema_momentum(10, 21) == pytest.approx(0.875)
+    assert refinement.ema_momentum(0, 20) == pytest.approx(0.95)
+    assert refinement.ema_momentum(19, 20) == pytest.approx(0.80)
+    assert refinement.ema_momentum(10, 21) == pytest.approx(0.875)
     # outside the plan: clipped
-    assert A.ema_momentum(50, 4) == pytest.approx(0.80)
-    assert A.ema_momentum(-1, 4) == pytest.approx(0.95)
+    assert refinement.ema_momentum(50, 4) == pytest.approx(0.80)
+    assert refinement.ema_momentum(-1, 4) == pytest.approx(0.95)
     # a single epoch: the start value
-    assert A.ema_momentum(0, 1) == pytest.approx(0.95)
-    assert A.ema_momentum(3, 1) == pytest.approx(0.95)
-    assert A.ema_momentum(1, 3, start=0.5, end=0.1) == pytest.approx(0.3)
+    assert refinement.ema_momentum(0, 1) == pytest.approx(0.95)
+    assert refinement.ema_momentum(3, 1) == pytest.approx(0.95)
+    assert refinement.ema_momentum(1, 3, start=0.5, end=0.1) == pytest.approx(0.3)
 
 
 # -------------------------------------------------------------- neighbour index
@@ -228,7 +228,7 @@ def test_neighbour_index_matches_brute_force_cosine() -> None:
     labels = rng.integers(0, 4, 60)
     queries = unit(rng, 9, 8)
     k = 7
-    index = A.NeighbourIndex(vectors, labels)
+    index = refinement.NeighbourIndex(vectors, labels)
     assert len(index) == 60
     out = index.neighbour_labels(queries, k)
     assert out.shape == (9, k) and out.dtype == numpy.int64
@@ -239,25 +239,25 @@ def test_neighbour_index_matches_brute_force_cosine() -> None:
 
 def test_neighbour_index_fewer_points_than_k_pads_with_minus_one() -> None:
     vectors = numpy.eye(3, dtype=numpy.float32)
-    index = A.NeighbourIndex(vectors, numpy.array([2, 0, 1]))
+    index = refinement.NeighbourIndex(vectors, numpy.array([2, 0, 1]))
     out = index.neighbour_labels(numpy.array([[1.0, 0.1, 0.0]], dtype=numpy.float32), 5)
     assert out.tolist() == [[2, 0, 1, -1, -1]]
 
 
 def test_empty_neighbour_index() -> None:
-    index = A.NeighbourIndex(numpy.zeros((0, 4), dtype=numpy.float32), numpy.zeros(0, dtype=numpy.int64))
+    index = refinement.NeighbourIndex(numpy.zeros((0, 4), dtype=numpy.float32), numpy.zeros(0, dtype=numpy.int64))
     assert len(index) == 0
     out = index.neighbour_labels(numpy.ones((2, 4), dtype=numpy.float32), 3)
     assert out.tolist() == [[-1, -1, -1]] * 2
-    empty = A.build_neighbour_index([], [], 0.03, seed=0)
+    empty = refinement.build_neighbour_index([], [], 0.03, seed=0)
     assert len(empty) == 0
     assert empty.neighbour_labels(numpy.ones((1, 16), dtype=numpy.float32), 2).tolist() == [[-1, -1]]
-    counts = A.neighbour_counts(out, 3)
+    counts = refinement.neighbour_counts(out, 3)
     assert counts.sum() == 0
 
 
 def test_neighbour_index_no_queries() -> None:
-    index = A.NeighbourIndex(numpy.eye(2, dtype=numpy.float32), numpy.array([0, 1]))
+    index = refinement.NeighbourIndex(numpy.eye(2, dtype=numpy.float32), numpy.array([0, 1]))
     assert index.neighbour_labels(numpy.zeros((0, 2), dtype=numpy.float32), 4).shape == (0, 4)
 
 
@@ -266,7 +266,7 @@ def test_build_neighbour_index_downsamples_o_and_keeps_entities() -> None:
     n_o, n_ent = 10000, 57
     labels = [numpy.zeros(n_o // 2, dtype=numpy.int64), rng.integers(1, 4, n_ent), numpy.zeros(n_o // 2, dtype=numpy.int64)]
     vectors = [unit(rng, x.shape[0], 4) for x in labels]
-    index = A.build_neighbour_index(vectors, labels, o_rate=0.03, seed=0)
+    index = refinement.build_neighbour_index(vectors, labels, o_rate=0.03, seed=0)
     kept_o = int((index.labels == 0).sum())
     assert int((index.labels > 0).sum()) == n_ent  # every entity span kept
     assert 200 <= kept_o <= 400  # about 3% of 10000 (sd ~17)
@@ -277,10 +277,10 @@ def test_build_neighbour_index_downsamples_o_and_keeps_entities() -> None:
     entity_rows = numpy.flatnonzero(all_y > 0)
     numpy.testing.assert_array_equal(index.vectors[index.labels > 0], all_v[entity_rows])
     # seeded: the same index again; another seed: another O sample
-    again = A.build_neighbour_index(vectors, labels, o_rate=0.03, seed=0)
+    again = refinement.build_neighbour_index(vectors, labels, o_rate=0.03, seed=0)
     numpy.testing.assert_array_equal(again.vectors, index.vectors)
     numpy.testing.assert_array_equal(again.labels, index.labels)
-    other = A.build_neighbour_index(vectors, labels, o_rate=0.03, seed=1)
+    other = refinement.build_neighbour_index(vectors, labels, o_rate=0.03, seed=1)
     assert other.vectors.shape != index.vectors.shape or not numpy.array_equal(other.vectors, index.vectors)
 
 
@@ -288,18 +288,18 @@ def test_build_neighbour_index_rate_one_and_cap() -> None:
     rng = numpy.random.default_rng(7)
     labels = [numpy.array([0, 0, 1, 2, 0])]
     vectors = [unit(rng, 5, 3)]
-    full = A.build_neighbour_index(vectors, labels, o_rate=1.0, seed=0)
+    full = refinement.build_neighbour_index(vectors, labels, o_rate=1.0, seed=0)
     numpy.testing.assert_array_equal(full.labels, labels[0])
-    capped = A.build_neighbour_index(vectors, labels, o_rate=1.0, seed=0, max_size=3)
+    capped = refinement.build_neighbour_index(vectors, labels, o_rate=1.0, seed=0, max_size=3)
     assert len(capped) == 3
     # identifiable rows (one-hot vectors, row i labelled by i's label), over two blocks:
     # a capped index keeps distinct rows, each with its own label
     eye = numpy.eye(6, dtype=numpy.float32)
     blocks, block_labels = [eye[:4], eye[4:]], [numpy.array([0, 1, 2, 0]), numpy.array([3, 1])]
-    everything = A.build_neighbour_index(blocks, block_labels, o_rate=1.0, seed=0)
+    everything = refinement.build_neighbour_index(blocks, block_labels, o_rate=1.0, seed=0)
     numpy.testing.assert_array_equal(everything.vectors, eye)
     numpy.testing.assert_array_equal(everything.labels, [0, 1, 2, 0, 3, 1])
-    capped = A.build_neighbour_index(blocks, block_labels, o_rate=1.0, seed=3, max_size=4)
+    capped = refinement.build_neighbour_index(blocks, block_labels, o_rate=1.0, seed=3, max_size=4)
     rows = capped.vectors.argmax(axis=1)
     assert len(set(rows.tolist())) == 4
     numpy.testing.assert_array_equal(capped.labels, numpy.array([0, 1, 2, 0, 3, 1])[rows])
@@ -307,9 +307,9 @@ def test_build_neighbour_index_rate_one_and_cap() -> None:
 
 def test_downsample_non_entities() -> None:
     labels = numpy.array([0] * 1000 + [1, 2, 3])
-    keep = A.downsample_non_entities(labels, 0.0, numpy.random.default_rng(0))
+    keep = refinement.downsample_non_entities(labels, 0.0, numpy.random.default_rng(0))
     assert keep.tolist() == [False] * 1000 + [True] * 3
-    keep = A.downsample_non_entities(labels, 1.0, numpy.random.default_rng(0))
+    keep = refinement.downsample_non_entities(labels, 1.0, numpy.random.default_rng(0))
     assert keep.all()
 
 
@@ -470,41 +470,41 @@ def test_store_prior_mass_hard_labels_and_summary() -> None:
     assert summary["O"]["spans"] == n - 2
 
 
-# -------------------------------------------------------------- the Adapter
-def small_adapter(**settings) -> Tuple[Adapter, SoftLabelStore]:
+# -------------------------------------------------------------- the ProgressiveAdaptation
+def small_adaptation(**settings) -> Tuple[ProgressiveAdaptation, SoftLabelStore]:
     docs, _ = pseudo_docs(Vocab())
     store = SoftLabelStore.from_docs(docs, CLASSES, 3)
-    adapter = Adapter(AdaptationSettings(**{"knn_k": 3, "n_epochs": 4, **settings}))
-    adapter.set_store(store)
-    return adapter, store
+    adaptation = ProgressiveAdaptation(AdaptationSettings(**{"knn_k": 3, "n_epochs": 4, **settings}))
+    adaptation.set_store(store)
+    return adaptation, store
 
 
-def test_adapter_needs_a_store() -> None:
-    adapter = Adapter(AdaptationSettings())
+def test_adaptation_needs_a_store() -> None:
+    adaptation = ProgressiveAdaptation(AdaptationSettings())
     with pytest.raises(ValueError, match="no soft labels"):
-        adapter.target_batch([0])
+        adaptation.target_batch([0])
 
 
 def test_target_batch_reliability_before_and_after_anchor_start() -> None:
-    adapter, store = small_adapter(anchor_start=2)
+    adaptation, store = small_adaptation(anchor_start=2)
     store.anchor[::3] = True
-    rows, q, reliable = adapter.target_batch([1, 0])
-    assert adapter.epoch == 1 and not adapter.adapting
+    rows, q, reliable = adaptation.target_batch([1, 0])
+    assert adaptation.epoch == 1 and not adaptation.adapting
     assert rows.tolist() == store.rows([1, 0]).tolist()
     numpy.testing.assert_array_equal(q, store.q[rows])
     assert reliable.dtype == numpy.float32 and reliable.tolist() == [1.0] * rows.shape[0]
     store.epoch = 1  # epoch 2 (1-based): anchors in force
-    assert adapter.adapting
-    rows, _, reliable = adapter.target_batch([1, 0])
+    assert adaptation.adapting
+    rows, _, reliable = adaptation.target_batch([1, 0])
     numpy.testing.assert_array_equal(reliable, store.anchor[rows].astype(numpy.float32))
     assert 0 < reliable.sum() < rows.shape[0]
 
 
 def test_target_batch_without_anchors_all_reliable() -> None:
-    adapter, store = small_adapter(anchor_start=1, use_anchors=False)
+    adaptation, store = small_adaptation(anchor_start=1, use_anchors=False)
     store.anchor[:] = False
-    assert adapter.adapting
-    _, _, reliable = adapter.target_batch([0, 1, 2])
+    assert adaptation.adapting
+    _, _, reliable = adaptation.target_batch([0, 1, 2])
     assert reliable.tolist() == [1.0] * store.q.shape[0]
 
 
@@ -516,14 +516,14 @@ def _step_inputs(store: SoftLabelStore, seed: int = 0) -> Tuple[numpy.ndarray, n
     return rows, logits, vectors
 
 
-def _prepared(adapter: Adapter, store: SoftLabelStore, seed: int = 0) -> None:
+def _prepared(adaptation: ProgressiveAdaptation, store: SoftLabelStore, seed: int = 0) -> None:
     """Epoch 2, margins and an index as after the first epoch's end."""
     rng = numpy.random.default_rng(seed + 100)
     store.epoch = 1
     store.anchor[store.rows([0])[::2]] = True
-    adapter.margins_p = numpy.array([3.0, 0.5, 0.5, INF], dtype=numpy.float32)  # O above its margin only sometimes
-    adapter.margins_k = numpy.array([1.0, 0.5, 0.5, INF], dtype=numpy.float32)
-    adapter.index = A.NeighbourIndex(unit(rng, 12, 5), rng.integers(0, 3, 12))
+    adaptation.margins_p = numpy.array([3.0, 0.5, 0.5, INF], dtype=numpy.float32)  # O above its margin only sometimes
+    adaptation.margins_k = numpy.array([1.0, 0.5, 0.5, INF], dtype=numpy.float32)
+    adaptation.index = refinement.NeighbourIndex(unit(rng, 12, 5), rng.integers(0, 3, 12))
 
 
 def reference_refinement(
@@ -531,7 +531,7 @@ def reference_refinement(
     index_labels: numpy.ndarray, margins_p: numpy.ndarray, margins_k: numpy.ndarray, k: int, m: float,
 ) -> numpy.ndarray:
     """Section 5's refinement of each span written out with plain loops (brute-force
-    cosine neighbours), independently of spacy_maral.training.stage2.refinement."""
+    cosine neighbours), independently of spacy_maral.adaptation.refinement."""
     n_classes = q.shape[1]
 
     def norm(v: List[float]) -> List[float]:
@@ -555,11 +555,11 @@ def reference_refinement(
 
 
 def test_after_step_refines_only_non_anchors() -> None:
-    adapter, store = small_adapter(anchor_start=2)
-    _prepared(adapter, store)
+    adaptation, store = small_adaptation(anchor_start=2)
+    _prepared(adaptation, store)
     rows, logits, vectors = _step_inputs(store)
     before = store.q.copy()
-    adapter.after_step(rows, logits, vectors, numpy.zeros((0, 5), dtype=numpy.float32), numpy.zeros(0, dtype=numpy.int64))
+    adaptation.after_step(rows, logits, vectors, numpy.zeros((0, 5), dtype=numpy.float32), numpy.zeros(0, dtype=numpy.int64))
     anchors = store.anchor[rows]
     # anchors frozen, other docs' rows untouched
     numpy.testing.assert_array_equal(store.q[rows[anchors]], before[rows[anchors]])
@@ -568,8 +568,8 @@ def test_after_step_refines_only_non_anchors() -> None:
     # the non-anchors follow the section-5 formulas with m_e of epoch 2 of 4 (0.95 -> 0.80: 0.90)
     todo = ~anchors
     expected = reference_refinement(
-        before[rows[todo]], logits[todo], vectors[todo], adapter.index.vectors, adapter.index.labels,
-        adapter.margins_p, adapter.margins_k, k=3, m=0.90,
+        before[rows[todo]], logits[todo], vectors[todo], adaptation.index.vectors, adaptation.index.labels,
+        adaptation.margins_p, adaptation.margins_k, k=3, m=0.90,
     )
     numpy.testing.assert_allclose(store.q[rows[todo]], expected, rtol=1e-5, atol=1e-7)
     assert not numpy.allclose(store.q[rows[todo]], before[rows[todo]])
@@ -581,45 +581,45 @@ def test_after_step_refines_only_non_anchors() -> None:
 
 def test_after_step_refinement_by_hand() -> None:
     """One O span, global guidance only (no index yet): q = norm(0.9 q + 0.1 u)."""
-    adapter, store = small_adapter(anchor_start=2)
+    adaptation, store = small_adaptation(anchor_start=2)
     store.epoch = 1
-    adapter.margins_p = numpy.array([10.0, 1.0, 1.0, INF], dtype=numpy.float32)
+    adaptation.margins_p = numpy.array([10.0, 1.0, 1.0, INF], dtype=numpy.float32)
     row = numpy.array([store.rows([1])[0]])
     logits = numpy.array([[0.0, 2.0, 3.0, 9.0]], dtype=numpy.float32)  # PER and LOC above margin
-    adapter.after_step(row, logits, unit(numpy.random.default_rng(0), 1, 5), numpy.zeros((0, 5)), numpy.zeros(0, dtype=numpy.int64))
+    adaptation.after_step(row, logits, unit(numpy.random.default_rng(0), 1, 5), numpy.zeros((0, 5)), numpy.zeros(0, dtype=numpy.int64))
     # u = norm((norm([0, 1, 1, 0]) + 0) / 2) = [0, .5, .5, 0]
     numpy.testing.assert_allclose(store.q[row[0]], [0.9, 0.05, 0.05, 0.0], rtol=1e-6)
 
 
 def test_after_step_refine_false_leaves_q() -> None:
-    adapter, store = small_adapter(anchor_start=2, refine=False)
-    _prepared(adapter, store)
+    adaptation, store = small_adaptation(anchor_start=2, refine=False)
+    _prepared(adaptation, store)
     rows, logits, vectors = _step_inputs(store)
     before = store.q.copy()
-    adapter.after_step(rows, logits, vectors, numpy.zeros((0, 5), dtype=numpy.float32), numpy.zeros(0, dtype=numpy.int64))
+    adaptation.after_step(rows, logits, vectors, numpy.zeros((0, 5), dtype=numpy.float32), numpy.zeros(0, dtype=numpy.int64))
     numpy.testing.assert_array_equal(store.q, before)
     assert numpy.isfinite(store.scores[rows]).all()  # still recorded for the diagnostics
 
 
 def test_after_step_before_anchor_start_leaves_q() -> None:
-    adapter, store = small_adapter(anchor_start=2)
-    _prepared(adapter, store)
+    adaptation, store = small_adaptation(anchor_start=2)
+    _prepared(adaptation, store)
     store.epoch = 0  # first epoch
     rows, logits, vectors = _step_inputs(store)
     before = store.q.copy()
-    adapter.after_step(rows, logits, vectors, numpy.zeros((0, 5), dtype=numpy.float32), numpy.zeros(0, dtype=numpy.int64))
+    adaptation.after_step(rows, logits, vectors, numpy.zeros((0, 5), dtype=numpy.float32), numpy.zeros(0, dtype=numpy.int64))
     numpy.testing.assert_array_equal(store.q, before)
 
 
 def test_after_step_without_anchors_refines_everything() -> None:
-    adapter, store = small_adapter(anchor_start=2, use_anchors=False)
-    _prepared(adapter, store)
+    adaptation, store = small_adaptation(anchor_start=2, use_anchors=False)
+    _prepared(adaptation, store)
     rows, logits, vectors = _step_inputs(store)
     before = store.q.copy()
-    adapter.after_step(rows, logits, vectors, numpy.zeros((0, 5), dtype=numpy.float32), numpy.zeros(0, dtype=numpy.int64))
+    adaptation.after_step(rows, logits, vectors, numpy.zeros((0, 5), dtype=numpy.float32), numpy.zeros(0, dtype=numpy.int64))
     expected = reference_refinement(
-        before[rows], logits, vectors, adapter.index.vectors, adapter.index.labels,
-        adapter.margins_p, adapter.margins_k, k=3, m=0.90,
+        before[rows], logits, vectors, adaptation.index.vectors, adaptation.index.labels,
+        adaptation.margins_p, adaptation.margins_k, k=3, m=0.90,
     )
     numpy.testing.assert_allclose(store.q[rows], expected, rtol=1e-5, atol=1e-7)
     # the anchors of _prepared are refined too
@@ -627,13 +627,13 @@ def test_after_step_without_anchors_refines_everything() -> None:
 
 
 def test_recorded_score_belongs_to_the_current_hard_label() -> None:
-    adapter, store = small_adapter(anchor_start=2, ema_start=0.8, ema_end=0.8)
+    adaptation, store = small_adaptation(anchor_start=2, ema_start=0.8, ema_end=0.8)
     store.epoch = 1
     row = numpy.array([store.rows([0])[row_of(7, 3, 0, 2)]])  # the PER span, q = [.1, .7, .2, 0]
     store.q[row[0]] = [0.45, 0.55, 0.0, 0.0]
-    adapter.margins_p = numpy.array([0.0, 10.0, 10.0, INF], dtype=numpy.float32)
+    adaptation.margins_p = numpy.array([0.0, 10.0, 10.0, INF], dtype=numpy.float32)
     logits = numpy.array([[5.0, 0.0, 0.0, 0.0]], dtype=numpy.float32)  # guidance: O only
-    adapter.after_step(row, logits, unit(numpy.random.default_rng(0), 1, 5), numpy.zeros((0, 5)), numpy.zeros(0, dtype=numpy.int64))
+    adaptation.after_step(row, logits, unit(numpy.random.default_rng(0), 1, 5), numpy.zeros((0, 5)), numpy.zeros(0, dtype=numpy.int64))
     # 0.8 [.45, .55, 0, 0] + 0.2 [1, 0, 0, 0] = [.56, .44, 0, 0]: the span is now O
     numpy.testing.assert_allclose(store.q[row[0]], [0.56, 0.44, 0.0, 0.0], rtol=1e-6)
     hard = int(store.q[row[0]].argmax())
@@ -642,11 +642,11 @@ def test_recorded_score_belongs_to_the_current_hard_label() -> None:
 
 def test_end_epoch_recomputes_state_and_selects_anchors(tmp_path: Path) -> None:
     diag = tmp_path / "diag" / "d.jsonl"
-    adapter, store = small_adapter(anchor_start=2, diagnostics_path=str(diag))
+    adaptation, store = small_adaptation(anchor_start=2, diagnostics_path=str(diag))
     rng = numpy.random.default_rng(0)
     for doc in range(store.n_docs):
         rows = store.rows([doc])
-        adapter.after_step(
+        adaptation.after_step(
             rows, rng.normal(size=(rows.shape[0], 4)).astype(numpy.float32), unit(rng, rows.shape[0], 5),
             unit(rng, 3, 5), numpy.array([0, 1, 2]),
         )
@@ -661,28 +661,28 @@ def test_end_epoch_recomputes_state_and_selects_anchors(tmp_path: Path) -> None:
     store.scores[high] = 5.0 + 0.01 * numpy.arange(10)
     store.scores[per], store.scores[loc] = 1.25, -0.5
     q_before = store.q.copy()
-    collected = adapter.collector
+    collected = adaptation.collector
     index_vectors, index_labels = numpy.concatenate(collected.vectors), numpy.concatenate(collected.labels)
     target_vectors, target_labels = numpy.concatenate(collected.target_vectors), numpy.concatenate(collected.target_labels)
-    record = adapter.end_epoch(class_cosines=numpy.eye(4), classes=CLASSES)
+    record = adaptation.end_epoch(class_cosines=numpy.eye(4), classes=CLASSES)
     numpy.testing.assert_array_equal(store.q, q_before)  # epoch 1: no refinement
     # the index: every span vector of the epoch, in order, with its label (o_rate 1 at the
     # epoch end; under the size cap); the local margins: for each target span, how many
     # of its 3 nearest (by cosine, brute force here) share its label, averaged per label
-    numpy.testing.assert_array_equal(adapter.index.vectors, index_vectors.astype(numpy.float32))
-    numpy.testing.assert_array_equal(adapter.index.labels, index_labels)
+    numpy.testing.assert_array_equal(adaptation.index.vectors, index_vectors.astype(numpy.float32))
+    numpy.testing.assert_array_equal(adaptation.index.labels, index_labels)
     nearest = numpy.argsort(-(target_vectors @ index_vectors.T), axis=1, kind="stable")[:, :3]
     own = (index_labels[nearest] == target_labels[:, None]).sum(axis=1)
     expected_k = [own[target_labels == c].mean() if (target_labels == c).any() else INF for c in range(4)]
-    numpy.testing.assert_allclose(adapter.margins_k, expected_k, rtol=1e-6)
-    assert store.epoch == 1 and adapter.epoch == 2 and adapter.adapting
+    numpy.testing.assert_allclose(adaptation.margins_k, expected_k, rtol=1e-6)
+    assert store.epoch == 1 and adaptation.epoch == 2 and adaptation.adapting
     # prior: the soft-label mass per class (O: 25 one-hot spans + 0.1 + 0.2; PER 0.7 + 0.1;
     # LOC 0.2 + 0.7; ORG 0), add-one smoothed
     mass = numpy.array([25.3, 0.8, 0.9, 0.0]) + 1.0
-    numpy.testing.assert_allclose(numpy.exp(adapter.target_log_prior), mass / mass.sum(), rtol=1e-5)
+    numpy.testing.assert_allclose(numpy.exp(adaptation.target_log_prior), mass / mass.sum(), rtol=1e-5)
     # margins: the mean score per hard label; O: (15 * -3 + 1.05 + 10 * 5 + 0.45) / 25
-    numpy.testing.assert_allclose(adapter.margins_p, [0.26, 1.25, -0.5, INF], rtol=1e-5)
-    assert adapter.index is not None and len(adapter.index) > 0 and adapter.margins_k is not None
+    numpy.testing.assert_allclose(adaptation.margins_p, [0.26, 1.25, -0.5, INF], rtol=1e-5)
+    assert adaptation.index is not None and len(adaptation.index) > 0 and adaptation.margins_k is not None
     # anchors: the high O cluster, and the single PER and LOC spans (a class of one span
     # has nothing to tell apart)
     expected = numpy.zeros(store.q.shape[0], dtype=bool)
@@ -707,16 +707,16 @@ def test_end_epoch_recomputes_state_and_selects_anchors(tmp_path: Path) -> None:
     assert len(lines) == 1 and json.loads(lines[0])["epoch_completed"] == 1
 
 
-def _one_epoch(adapter: Adapter, store: SoftLabelStore, seed: int) -> Dict:
+def _one_epoch(adaptation: ProgressiveAdaptation, store: SoftLabelStore, seed: int) -> Dict:
     """Feed every target doc once (random logits and vectors) and end the epoch."""
     rng = numpy.random.default_rng(seed)
     for doc in range(store.n_docs):
         rows = store.rows([doc])
-        adapter.after_step(
+        adaptation.after_step(
             rows, rng.normal(size=(rows.shape[0], 4)).astype(numpy.float32), unit(rng, rows.shape[0], 5),
             unit(rng, 3, 5), numpy.array([0, 1, 2]),
         )
-    return adapter.end_epoch(class_cosines=numpy.eye(4), classes=CLASSES)
+    return adaptation.end_epoch(class_cosines=numpy.eye(4), classes=CLASSES)
 
 
 def test_diagnostics_hold_this_runs_epochs_only(tmp_path: Path) -> None:
@@ -726,33 +726,33 @@ def test_diagnostics_hold_this_runs_epochs_only(tmp_path: Path) -> None:
 
     diag = tmp_path / "diagnostics.jsonl"
     diag.write_text('{"epoch_completed": 1, "run": "old"}\n{"epoch_completed": 2, "run": "old"}\n', encoding="utf8")
-    adapter, store = small_adapter(anchor_start=2, diagnostics_path=str(diag))
-    _one_epoch(adapter, store, 0)
+    adaptation, store = small_adaptation(anchor_start=2, diagnostics_path=str(diag))
+    _one_epoch(adaptation, store, 0)
     assert [json.loads(line)["epoch_completed"] for line in diag.read_text(encoding="utf8").splitlines()] == [1]
-    adapter.save(tmp_path / "state")
-    _one_epoch(adapter, store, 1)  # epoch 2, then the run is killed and resumed from epoch 1's state
-    resumed = Adapter(AdaptationSettings(knn_k=3, n_epochs=4, anchor_start=2, diagnostics_path=str(diag)))
+    adaptation.save(tmp_path / "state")
+    _one_epoch(adaptation, store, 1)  # epoch 2, then the run is killed and resumed from epoch 1's state
+    resumed = ProgressiveAdaptation(AdaptationSettings(knn_k=3, n_epochs=4, anchor_start=2, diagnostics_path=str(diag)))
     resumed.load(tmp_path / "state")
     _one_epoch(resumed, resumed.require_store(), 1)
     records = [json.loads(line) for line in diag.read_text(encoding="utf8").splitlines()]
     assert [r["epoch_completed"] for r in records] == [1, 2] and all("run" not in r for r in records)
 
 
-def test_adapter_save_load_round_trip(tmp_path: Path) -> None:
-    adapter, store = small_adapter(anchor_start=2)
-    _prepared(adapter, store)
-    adapter.target_log_prior = numpy.log(numpy.array([0.7, 0.1, 0.1, 0.1], dtype=numpy.float32))
-    adapter.gold = {0: [(0, 2, 1)]}
-    adapter.history = [{"epoch_completed": 1}]
-    adapter.save(tmp_path / "adaptation")
-    other = Adapter(AdaptationSettings(knn_k=3, n_epochs=4))
+def test_adaptation_save_load_round_trip(tmp_path: Path) -> None:
+    adaptation, store = small_adaptation(anchor_start=2)
+    _prepared(adaptation, store)
+    adaptation.target_log_prior = numpy.log(numpy.array([0.7, 0.1, 0.1, 0.1], dtype=numpy.float32))
+    adaptation.gold = {0: [(0, 2, 1)]}
+    adaptation.history = [{"epoch_completed": 1}]
+    adaptation.save(tmp_path / "adaptation")
+    other = ProgressiveAdaptation(AdaptationSettings(knn_k=3, n_epochs=4))
     other.load(tmp_path / "adaptation")
     numpy.testing.assert_array_equal(other.store.q, store.q)
     numpy.testing.assert_array_equal(other.store.anchor, store.anchor)
     assert other.store.epoch == 1
-    numpy.testing.assert_array_equal(other.margins_p, adapter.margins_p)
-    numpy.testing.assert_array_equal(other.margins_k, adapter.margins_k)
-    numpy.testing.assert_allclose(other.target_log_prior, adapter.target_log_prior)
-    numpy.testing.assert_array_equal(other.index.vectors, adapter.index.vectors)
-    numpy.testing.assert_array_equal(other.index.labels, adapter.index.labels)
+    numpy.testing.assert_array_equal(other.margins_p, adaptation.margins_p)
+    numpy.testing.assert_array_equal(other.margins_k, adaptation.margins_k)
+    numpy.testing.assert_allclose(other.target_log_prior, adaptation.target_log_prior)
+    numpy.testing.assert_array_equal(other.index.vectors, adaptation.index.vectors)
+    numpy.testing.assert_array_equal(other.index.labels, adaptation.index.labels)
     assert other.gold == {0: [(0, 2, 1)]} and other.history == [{"epoch_completed": 1}]

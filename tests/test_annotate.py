@@ -36,7 +36,7 @@ from spacy_maral.inference.annotate import (
 )
 from spacy_maral.inference.batching import length_sorted_batches, pipe_length_sorted
 from spacy_maral.inference.engines import make_engine
-from spacy_maral.training.pseudo_label import pseudo_label
+from spacy_maral.inference.pseudo_label import pseudo_label
 
 if os.environ.get("CI"):
     import ray  # noqa: F401  (CI installs the extra: a missing ray is a failure there)

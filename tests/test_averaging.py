@@ -136,10 +136,10 @@ def test_average_cli_writes_and_never_replaces_a_users_folder(two_checkpoints, t
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me", encoding="utf8")
     proc = run_average(cmd + [str(mine)])
-    assert proc.returncode == 1 and "not empty" in proc.stdout
+    assert proc.returncode == 1 and "not empty" in proc.stderr  # errors go to stderr
     assert (mine / "notes.txt").read_text(encoding="utf8") == "keep me"
     proc = run_average(cmd[:-2] + [str(tmp_path / "nothing"), "-o", str(tmp_path / "x")])
-    assert proc.returncode == 1 and "nothing" in proc.stdout and "no config.cfg" in proc.stdout
+    assert proc.returncode == 1 and "nothing" in proc.stderr and "no config.cfg" in proc.stderr
 
 
 def test_average_cli_runs_of_a_summary_come_first(two_checkpoints, tmp_path) -> None:
@@ -165,7 +165,7 @@ def test_average_cli_runs_of_a_summary_come_first(two_checkpoints, tmp_path) -> 
     assert predictions(alone, TEXTS) == predictions(spacy.load(a_dir), TEXTS)
     summary.write_text("[]", encoding="utf8")
     proc = run_average(cmd[:-1] + [str(tmp_path / "bad")])
-    assert proc.returncode == 1 and "students.json is not the summary of train-teachers" in " ".join(proc.stdout.split())
+    assert proc.returncode == 1 and "students.json is not the summary of train-teachers" in " ".join(proc.stderr.split())
 
 
 def test_average_cli_runs_alone(two_checkpoints, tmp_path) -> None:
@@ -182,7 +182,7 @@ def test_average_cli_runs_alone(two_checkpoints, tmp_path) -> None:
     assert_mean_of_two(tmp_path / "soup", a_dir, b_dir, settings_dir=a_dir)  # the last listed
     summary.write_text(json.dumps({"students": {}}), encoding="utf8")
     proc = run_average(["--runs", str(summary), "-o", str(tmp_path / "none")])
-    assert proc.returncode == 1 and "no pipelines to average" in proc.stdout
+    assert proc.returncode == 1 and "no pipelines to average" in proc.stderr
     assert not (tmp_path / "none").exists()
 
 

@@ -1,7 +1,8 @@
-"""Every command's --help: its arguments by upper-case name (no `{model}` placeholder),
-the choices of every option that has a fixed set of values, and help texts that are
-whole sentences; the command list of `python -m spacy_maral --help` gives each command's
-first sentence whole (not cut at 45 characters or at an "e.g.")."""
+"""Every command's --help, of `python -m spacy_maral` and of the benchmark tools'
+`python -m spacy_maral.bench`: its arguments by upper-case name (no `{model}`
+placeholder), the choices of every option that has a fixed set of values, and help texts
+that are whole sentences; the command list of each `--help` gives each command's first
+sentence whole (not cut at 45 characters or at an "e.g.")."""
 import re
 from typing import Dict, List
 
@@ -10,12 +11,16 @@ import typer.main
 from typer.core import TyperArgument
 from typer.testing import CliRunner
 
+from helpers import app_of
+from spacy_maral.bench.cli import app as bench_app
 from spacy_maral.cli import app
 from spacy_maral.cli._app import first_sentence
 from spacy_maral.pipeline.encoder_runtime import PRECISIONS
 
-GROUP = typer.main.get_command(app)
-COMMANDS = sorted(GROUP.commands)
+APPS = {"spacy_maral": app, "spacy_maral.bench": bench_app}
+GROUPS = {name: typer.main.get_command(a) for name, a in APPS.items()}
+COMMANDS = sorted(command for group in GROUPS.values() for command in group.commands)
+GROUP_OF = {command: group for group in GROUPS.values() for command in group.commands}
 # options that take one of a fixed set of values, wherever they appear
 CHOICES: Dict[str, List[str]] = {
     "--engine": ["local", "ray"],
@@ -29,7 +34,7 @@ CUT = re.compile(r"(\.\.\.|\be\.g\.|\bi\.e\.|\betc\.|[,;:(])$")  # what a cut se
 
 
 def help_of(command: str) -> str:
-    result = CliRunner().invoke(app, [command, "--help"], terminal_width=100)
+    result = CliRunner().invoke(app_of(command), [command, "--help"], terminal_width=100)
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -50,7 +55,7 @@ def assert_sentence(text: str, where: str) -> None:
 def test_usage_names_the_arguments(command) -> None:
     usage = help_of(command).split("\n\n")[0]
     assert "{" not in usage and "}" not in usage, usage
-    for param in GROUP.commands[command].params:
+    for param in GROUP_OF[command].commands[command].params:
         if isinstance(param, TyperArgument):
             assert param.metavar and param.metavar == param.metavar.upper() and param.metavar in usage, (param.name, usage)
 
@@ -58,7 +63,7 @@ def test_usage_names_the_arguments(command) -> None:
 @pytest.mark.parametrize("command", COMMANDS)
 def test_choice_options_list_their_choices(command) -> None:
     text = " ".join(help_of(command).split())
-    cmd = GROUP.commands[command]
+    cmd = GROUP_OF[command].commands[command]
     for param in cmd.params:
         expected = CHOICES.get(param.opts[0]) or (FORMATS.get(command) if "--format" in param.opts else None)
         found = choices_of(param)
@@ -70,15 +75,22 @@ def test_choice_options_list_their_choices(command) -> None:
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_help_texts_are_whole_sentences(command) -> None:
-    cmd = GROUP.commands[command]
+    cmd = GROUP_OF[command].commands[command]
     assert_sentence((cmd.help or "").split("\f")[0], command)
     for param in cmd.params:
         if getattr(param, "help", None):
             assert_sentence(param.help, f"{command} {param.name}")
 
 
-def test_the_command_list_gives_whole_first_sentences() -> None:
-    result = CliRunner().invoke(app, ["--help"], terminal_width=80)
+def test_the_commands_of_the_two_apps_are_apart() -> None:
+    """The benchmark tools are not commands of `python -m spacy_maral`, and no command is in both."""
+    assert set(GROUPS["spacy_maral.bench"].commands) == {"measure", "benchmark-report", "parallel"}
+    assert not set(GROUPS["spacy_maral"].commands) & set(GROUPS["spacy_maral.bench"].commands)
+
+
+@pytest.mark.parametrize("prog", sorted(APPS))
+def test_the_command_list_gives_whole_first_sentences(prog) -> None:
+    result = CliRunner().invoke(APPS[prog], ["--help"], terminal_width=80)
     listing = result.output.split("Commands:")[1]
     entries: Dict[str, str] = {}
     name = ""
@@ -90,11 +102,11 @@ def test_the_command_list_gives_whole_first_sentences() -> None:
             entries[name] = text
         else:
             entries[name] += " " + line.strip()
-    assert sorted(entries) == COMMANDS
+    assert sorted(entries) == sorted(GROUPS[prog].commands)
     for name, text in entries.items():
         text = " ".join(text.split())
         assert_sentence(text, f"the listing of {name}")
-        assert text.replace("- ", "-") == first_sentence(GROUP.commands[name].help).replace("- ", "-"), name
+        assert text.replace("- ", "-") == first_sentence(GROUPS[prog].commands[name].help).replace("- ", "-"), name
 
 
 @pytest.mark.parametrize("text,first", [

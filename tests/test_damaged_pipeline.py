@@ -12,7 +12,7 @@ import pytest
 from spacy.tokens import DocBin
 from typer.testing import CliRunner
 
-from helpers import TRAIN_SENTENCES
+from helpers import TRAIN_SENTENCES, app_of
 from spacy_maral.cli import app
 from spacy_maral.fileio import OWNER_MARKER
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
@@ -121,7 +121,7 @@ def test_a_command_names_the_damaged_file_in_one_line(command, trained_dir, corp
     damaged = damaged_copy(trained_dir, tmp_path / "run" / "model-best", "vocab/strings.json")
     paths = {"model": tmp_path / "run" / "model-best", "good": trained_dir, "dev": corpus / "dev.spacy",
              "text": corpus / "text.txt", "out": tmp_path / "out", "run": tmp_path / "run"}
-    result = CliRunner().invoke(app, [a.format(**paths) for a in COMMANDS[command]])
+    result = CliRunner().invoke(app_of(command), [a.format(**paths) for a in COMMANDS[command]])
     output = result.output + str(result.stderr_bytes or b"", "utf8", "replace")
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), output + repr(result.exception)
     lines = [line for line in output.splitlines() if str(damaged) in line]

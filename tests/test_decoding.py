@@ -1,12 +1,12 @@
-"""Tests of the non-overlapping greedy decoder (spacy_maral.pipeline.decoding, docs/method.md section 4)."""
+"""Tests of the non-overlapping greedy decoder (spacy_maral.ml.decoding, docs/method.md section 4)."""
 from typing import List, Tuple
 
 import numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spacy_maral.ml.decoding import NON_ENTITY, decode_doc
 from spacy_maral.ml.spans import enumerate_spans
-from spacy_maral.pipeline.decoding import NON_ENTITY, decode_doc
 
 Kept = List[Tuple[int, int, int, float]]
 
@@ -64,34 +64,35 @@ def test_decode_properties(data) -> None:
     # sorted by start, no two kept spans overlap
     assert kept == sorted(kept)
     covered = numpy.zeros(n_tokens, dtype=int)
-    for s, e, _, _ in kept:
+    for s, e, *_ in kept:
         assert 0 <= s < e <= n_tokens
         covered[s:e] += 1
     assert (covered <= 1).all()
     # every kept span is an input span whose argmax is that non-O class, with that probability
     index = {(int(s), int(e)): i for i, (s, e) in enumerate(zip(starts, ends))}
-    for s, e, c, p in kept:
+    for s, e, c, p, row in kept:
         i = index[(s, e)]
+        assert row == i
         assert c != NON_ENTITY
         assert c == int(numpy.argmax(probs[i]))
         assert p == float(probs[i, c])
         assert isinstance(p, float) and isinstance(c, int)
     # equals the brute-force greedy reference
-    assert kept == brute_force_greedy(starts, ends, probs)
+    assert [entity[:4] for entity in kept] == brute_force_greedy(starts, ends, probs)
     # the most probable non-O span is always kept (or one tied with it)
     best = probs.argmax(axis=1) if probs.shape[0] else numpy.zeros(0, dtype=int)
     entity = numpy.flatnonzero(best != NON_ENTITY)
     if entity.shape[0]:
         top = max(float(probs[i, best[i]]) for i in entity)
-        assert kept and max(p for _, _, _, p in kept) == top
+        assert kept and max(entity.prob for entity in kept) == top
     else:
         assert kept == []
     # maximality: every non-O span left out overlaps a kept span with at least its probability
     for i in entity:
         s, e = int(starts[i]), int(ends[i])
-        if (s, e, int(best[i]), float(probs[i, best[i]])) in kept:
+        if (s, e, int(best[i]), float(probs[i, best[i]]), int(i)) in kept:
             continue
-        blockers = [kp for ks, ke, _, kp in kept if ks < e and s < ke]
+        blockers = [entity.prob for entity in kept if entity.start < e and s < entity.end]
         assert blockers and max(blockers) >= float(probs[i, best[i]])
 
 
@@ -110,7 +111,7 @@ def test_authors_bug_case_last_overlapping_span_is_not_kept() -> None:
         dtype=numpy.float32,
     )
     kept = decode_doc(starts, ends, probs, 3)
-    assert [(s, e, c) for s, e, c, _ in kept] == [(0, 2, 1)]
+    assert [(entity.start, entity.end, entity.class_id) for entity in kept] == [(0, 2, 1)]
 
 
 def test_nested_and_adjacent_spans() -> None:
@@ -119,8 +120,8 @@ def test_nested_and_adjacent_spans() -> None:
     ends = numpy.array([2, 3, 4])
     probs = numpy.array([[0.1, 0.7, 0.2], [0.05, 0.05, 0.9], [0.2, 0.6, 0.2]], dtype=numpy.float32)
     kept = decode_doc(starts, ends, probs, 5)
-    assert [(s, e, c) for s, e, c, _ in kept] == [(0, 3, 2), (3, 4, 1)]
-    assert kept[0][3] == numpy.float32(0.9)
+    assert [(entity.start, entity.end, entity.class_id) for entity in kept] == [(0, 3, 2), (3, 4, 1)]
+    assert kept[0].prob == numpy.float32(0.9)
 
 
 def test_ties_go_to_the_earlier_enumerated_span() -> None:
@@ -128,7 +129,7 @@ def test_ties_go_to_the_earlier_enumerated_span() -> None:
     ends = numpy.array([1, 2, 2])
     probs = numpy.array([[0.2, 0.8], [0.2, 0.8], [0.2, 0.8]], dtype=numpy.float32)
     kept = decode_doc(starts, ends, probs, 2)
-    assert [(s, e) for s, e, _, _ in kept] == [(0, 1), (1, 2)]
+    assert [(entity.start, entity.end) for entity in kept] == [(0, 1), (1, 2)]
 
 
 def test_empty_inputs() -> None:

@@ -1,5 +1,5 @@
 """Pseudo-labels from a teacher ensemble: the mean of the teachers' span probabilities,
-decoded once (spacy_maral.training.ensemble, pseudo-label --ensemble)."""
+decoded once (spacy_maral.inference.ensemble, pseudo-label --ensemble)."""
 import json
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -11,11 +11,11 @@ from spacy.tokens import Doc, DocBin
 from thinc.api import Adam, fix_random_seed
 
 from helpers import LEARN_RATE, N_STEPS, STEPS_PER_EPOCH, build_nlp, make_examples
+from spacy_maral.adaptation.soft_labels import PSEUDO_KEY
 from spacy_maral.inference.engines import make_engine
-from spacy_maral.pipeline.decoding import decode_doc
+from spacy_maral.inference.pseudo_label import pseudo_label
+from spacy_maral.ml.decoding import decode_doc
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
-from spacy_maral.training.pseudo_label import pseudo_label
-from spacy_maral.training.stage2.soft_labels import PSEUDO_KEY
 
 TEXTS = [
     "Angela Merkel visited Paris with Siemens .",
@@ -87,12 +87,12 @@ def test_soft_labels_are_the_decoded_mean_of_the_teachers(trained_dir, second_di
         keys = list(a)
         mean = numpy.stack([(a[k] + b[k]) / 2 for k in keys])
         starts, ends = numpy.array([s for s, _ in keys]), numpy.array([e for _, e in keys])
-        expected = [(s, e, classes[c]) for s, e, c, _ in decode_doc(starts, ends, mean, len(doc))]
+        expected = [(s, e, classes[c]) for s, e, c, *_ in decode_doc(starts, ends, mean, len(doc))]
         got = soft_labels(doc)
         assert [(s, e, label) for s, e, label, _ in got] == expected
         for s, e, _, probs in got:
             numpy.testing.assert_allclose(probs, (a[(s, e)] + b[(s, e)]) / 2, rtol=1e-5, atol=1e-6)
-        alone = [(s, e, classes[c]) for s, e, c, _ in decode_doc(starts, ends, numpy.stack([a[k] for k in keys]), len(doc))]
+        alone = [(s, e, classes[c]) for s, e, c, *_ in decode_doc(starts, ends, numpy.stack([a[k] for k in keys]), len(doc))]
         differs_from_first += alone != expected or any(not numpy.allclose(p, a[(s, e)], atol=1e-4) for s, e, _, p in got)
     assert sum(stats.entities.values()) > 0, "the ensemble labels no entity: the checks above are vacuous"
     assert differs_from_first, "the second teacher changed nothing: the test cannot tell an ensemble from one teacher"

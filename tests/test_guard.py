@@ -109,7 +109,7 @@ def test_guard_cli_and_export_package_the_teacher_when_the_student_fails(trained
         [sys.executable, "-m", "spacy_maral", "guard", str(trained_dir), str(student_dir), str(dev), str(text), "-o", str(verdict_path)],
         check=True, capture_output=True, text=True,
     )
-    assert "SHOULD NOT BE TRUSTED" in run.stdout
+    assert "SHOULD NOT BE TRUSTED" in run.stderr  # a warning: stderr
     # written to a pipe or log file: one plain progress line, no spinner frames or line erasing
     assert "checking the student on" in run.stdout and "\x1b[2K" not in run.stdout
     verdict = json.loads(verdict_path.read_text())

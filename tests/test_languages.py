@@ -1,4 +1,4 @@
-"""Many target languages in one run (spacy_maral.languages) and the raw-text check before
+"""Many target languages in one run (spacy_maral.workflow.languages) and the raw-text check before
 anything trains (spacy_maral.corpora.text_check, `check-text`)."""
 import json
 from pathlib import Path
@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from spacy_maral.__main__ import app
 from spacy_maral.corpora.text_check import check_target_text, script_share, source_share
-from spacy_maral.languages import SUMMARY, package_name, run_languages, split_langs
+from spacy_maral.workflow.languages import SUMMARY, package_name, run_languages, split_langs
 
 GERMAN = "Die Regierung in Berlin hat am Montag den neuen Haushalt vorgestellt, der auch für die Länder gilt."
 ENGLISH = "The government in Berlin presented the new budget on Monday, which also applies to the states."

@@ -1,11 +1,12 @@
-"""The package's layout: no import cycles (module-level or inside functions), no module
-over 500 lines, and no tracked file that points outside the repository."""
+"""The package's layout: no import cycles (module-level or inside functions), imports that
+go one way only, down the layers of subpackages (docs/architecture.md), no module over
+500 lines, and no tracked file that points outside the repository."""
 import ast
 import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Set, Tuple
 
 import pytest
 
@@ -13,6 +14,24 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "spacy_maral"
 MAX_LINES = 500
 # a path that leaves the repository: the workplace's shared folder, or an absolute path to it
+# The layers of the package, lowest first: a module imports modules of its own layer and
+# of the layers below it, never of a layer above (module level or inside a function). A
+# layer is a subpackage, or the package's top-level modules that every layer may use.
+LAYERS: List[Tuple[str, ...]] = [
+    ("about", "util", "fileio", "threads", "prf"),  # shared helpers
+    ("corpora",),
+    ("ml",),
+    ("adaptation",),  # stage 2's state: maral_ner holds it
+    ("pipeline",),
+    ("evaluation",),
+    ("inference",),
+    ("training",),
+    ("workflow",),
+    ("encoders",),
+    ("cli",),  # python -m spacy_maral
+    ("bench",),  # python -m spacy_maral.bench, the benchmark project's tools (on cli's app layout)
+    ("", "__main__"),  # the package itself: it imports every registration
+]
 OUTSIDE = re.compile("|".join([r"\.\./" + "shared", "/" + "work/", r"parents?\b[^\n]*/ *\"" + "shared"]))
 
 
@@ -96,6 +115,78 @@ def test_cycle_finder_finds_a_cycle_inside_a_function(tmp_path: Path) -> None:
 def test_no_import_cycles() -> None:
     cycle = find_cycle(import_graph(PACKAGE))
     assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+def layer_of(module: str) -> int:
+    """The rank of a module's layer in LAYERS (0: the lowest); KeyError for a module of
+    no layer."""
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else ""
+    for rank, names in enumerate(LAYERS):
+        if top in names:
+            return rank
+    raise KeyError(f"{module} is in no layer: add {top!r} to LAYERS in tests/test_layout.py (and docs/architecture.md)")
+
+
+def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
+    """Every import of a module of a higher layer than the importer's, as text."""
+    return sorted(
+        f"{a} ({'/'.join(LAYERS[layer_of(a)]) or 'the package'}) imports {b} ({'/'.join(LAYERS[layer_of(b)])})"
+        for a, targets in graph.items() for b in targets if layer_of(b) > layer_of(a)
+    )
+
+
+def test_layer_check_finds_an_upward_import_inside_a_function(tmp_path: Path) -> None:
+    pkg = tmp_path / "spacy_maral"
+    for sub in ("ml", "cli"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cli" / "run.py").write_text("from spacy_maral.ml.model import f\n")
+    (pkg / "ml" / "model.py").write_text("def f():\n    from spacy_maral.cli import run\n")
+    global ROOT
+    old, ROOT = ROOT, tmp_path
+    try:
+        assert upward_imports(import_graph(pkg)) == ["spacy_maral.ml.model (ml) imports spacy_maral.cli.run (cli)"]
+        (pkg / "ml" / "model.py").write_text("def f():\n    pass\n")
+        assert upward_imports(import_graph(pkg)) == []
+    finally:
+        ROOT = old
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for module in import_graph(PACKAGE):
+        layer_of(module)  # KeyError names the module
+
+
+def test_imports_go_down_the_layers() -> None:
+    upward = upward_imports(import_graph(PACKAGE))
+    assert not upward, "imports of a higher layer (see LAYERS):\n" + "\n".join(upward)
+
+
+# the modules whose signatures are the engines' and the partition runner's contract: typed, no Any
+TYPED_SIGNATURES = ("spacy_maral/inference/engines", "spacy_maral/inference/runner.py")
+
+
+def any_in_signatures(path: Path) -> List[str]:
+    """The functions of a module with `Any` in a parameter's or the return's annotation."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            params = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, [args.vararg, args.kwarg])]
+            annotations = [a.annotation for a in params if a.annotation is not None] + ([node.returns] if node.returns else [])
+            names = {n.id for a in annotations for n in ast.walk(a) if isinstance(n, ast.Name)}
+            names |= {n.attr for a in annotations for n in ast.walk(a) if isinstance(n, ast.Attribute)}
+            if "Any" in names:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    return found
+
+
+def test_engine_and_runner_signatures_have_no_any() -> None:
+    paths = [p for where in TYPED_SIGNATURES for p in sorted((ROOT / where).rglob("*.py") if (ROOT / where).is_dir() else [ROOT / where])]
+    found = [hit for path in paths for hit in any_in_signatures(path)]
+    assert paths and not found, "Any in an engine's or the runner's signature: " + ", ".join(found)
 
 
 def test_no_module_over_500_lines() -> None:

@@ -17,13 +17,13 @@ import pytest
 import spacy
 from typer.testing import CliRunner
 
-from spacy_maral.cli import app
+from helpers import app_of
 from spacy_maral.inference.annotate import ScoresKeyError, annotate
 from spacy_maral.inference.engines import make_engine
 
 
 def run(args: List[str]):
-    result = CliRunner().invoke(app, [str(a) for a in args], terminal_width=300)
+    result = CliRunner().invoke(app_of(str(args[0])), [str(a) for a in args], terminal_width=300)
     return result, " ".join(result.output.split())
 
 

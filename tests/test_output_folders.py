@@ -3,7 +3,8 @@
 The sweep runs every command that writes a folder twice into the same folder, with a
 user's files added in between (one at the top, one in a subfolder the command wrote),
 and checks that they are still there, unchanged. Every command of the CLI is either in
-the sweep or listed as writing no folder, so a new command has to be placed. The rule
+the sweep or listed as writing no folder, so a new command has to be placed (those of
+`python -m spacy_maral.bench` too). The rule
 itself (spacy_maral.fileio.replace_dir and keep_other_files) is tested directly below.
 """
 import json
@@ -17,7 +18,8 @@ import spacy
 from spacy.tokens import DocBin, Span
 from typer.testing import CliRunner
 
-from helpers import REPO, TRAIN_SENTENCES
+from helpers import REPO, TRAIN_SENTENCES, app_of
+from spacy_maral.bench.cli import app as bench_app
 from spacy_maral.cli import app
 from spacy_maral.fileio import OWNER_MARKER, replace_dir, replace_owned_dir
 
@@ -92,7 +94,7 @@ def inputs(trained_dir, tmp_path_factory) -> Dict[str, Path]:
 def test_every_command_is_placed() -> None:
     import typer.main
 
-    commands = set(typer.main.get_command(app).commands)
+    commands = set(typer.main.get_command(app).commands) | set(typer.main.get_command(bench_app).commands)
     swept = {name.split()[0] for name in RECIPES}
     assert commands == swept | WRITES_NO_FOLDER, "place each command: in RECIPES if it writes a folder"
 
@@ -108,7 +110,7 @@ def test_a_users_files_survive_a_second_run(name, inputs, tmp_path, monkeypatch)
         recipe.setup(paths)
 
     def run(args: List[str]) -> None:
-        result = CliRunner().invoke(app, [a.format(**paths) for a in args])
+        result = CliRunner().invoke(app_of(args[0]), [a.format(**paths) for a in args])
         assert result.exit_code == 0, f"{name}: {result.output}{result.exception!r}"
 
     run(recipe.first)

@@ -1,4 +1,4 @@
-"""`train-teachers` and `train-students`: one training per seed, side by side (spacy_maral.training.per_seed)."""
+"""`train-teachers` and `train-students`: one training per seed, side by side (spacy_maral.workflow.per_seed)."""
 import json
 
 import pytest
@@ -6,10 +6,10 @@ from spacy.tokens import DocBin
 from thinc.api import Config
 
 from helpers import REPO, build_nlp, make_examples
+from spacy_maral.inference.pseudo_label import head_fingerprint
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
 from spacy_maral.pipeline.maral_ner import find_maral_ner
-from spacy_maral.training.per_seed import run_command, summary_models, train_per_seed
-from spacy_maral.training.pseudo_label import head_fingerprint
+from spacy_maral.workflow.per_seed import run_command, summary_models, train_per_seed
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_each_run_gets_its_folder_and_seed(setup, tmp_path) -> None:
     out = tmp_path / "t"
     folder = out / "teacher-s7"
     assert run_command(config, out, 7, ["--training.max_steps", "4"]) == [
-        "python", "-m", "spacy_maral", "measure", str(folder / "timing.json"), "--",
+        "python", "-m", "spacy_maral.bench", "measure", str(folder / "timing.json"), "--",
         "python", "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", "7",
         "--training.max_steps", "4",
     ]
@@ -102,7 +102,7 @@ def test_each_run_gets_its_folder_and_seed(setup, tmp_path) -> None:
 def test_a_run_is_kept_only_with_its_recorded_arguments(setup, tmp_path) -> None:
     """A folder with model-best and a timing.json recording the same spacy train
     arguments is finished; other overrides, another seed's command or no model are not."""
-    from spacy_maral.training.per_seed import _finished
+    from spacy_maral.workflow.per_seed import _finished
 
     _, config = setup
     out = tmp_path / "t"

@@ -39,7 +39,7 @@ def predictor(trained_dir) -> EntityPredictor:
 
 def reference_rows(predictor: EntityPredictor, ids, texts):
     records = [(i, t, "f", n) for n, (i, t) in enumerate(zip(ids, texts))]
-    return annotate_records(predictor.worker.nlp, records, batch_size=3)["table"].to_pylist()
+    return annotate_records(predictor.worker.nlp, records, batch_size=3).table.to_pylist()
 
 
 def entity_rows(table: pyarrow.Table):

@@ -369,9 +369,9 @@ def test_format_table_rows_per_system() -> None:
 
 
 def test_parallel_appends_the_shared_arguments_to_every_command(tmp_path) -> None:
-    """`spacy_maral parallel --append ARGS` runs each command with ARGS at its end (the
+    """`spacy_maral.bench parallel --append ARGS` runs each command with ARGS at its end (the
     benchmark workflow writes the trainings' shared overrides once that way)."""
-    from spacy_maral.parallel import run_parallel
+    from spacy_maral.workflow.parallel import run_parallel
 
     show = "python -c 'import sys; print(sys.argv[1:])'"
     failed = run_parallel([f"{show} a", f"{show} b --x 1"], jobs=2, log_dir=tmp_path, append="--y 'two words'")
@@ -381,7 +381,7 @@ def test_parallel_appends_the_shared_arguments_to_every_command(tmp_path) -> Non
 
 
 def test_parallel_threads_log_files_and_status_lines(tmp_path, capsys) -> None:
-    from spacy_maral.parallel import run_parallel
+    from spacy_maral.workflow.parallel import run_parallel
 
     show = "python -c 'import os, time; print(os.environ[\"OMP_NUM_THREADS\"], flush=True); time.sleep(2.5)'"
     logs = [tmp_path / "a" / "one.log", tmp_path / "b" / "two.log"]
@@ -396,10 +396,11 @@ def test_parallel_threads_log_files_and_status_lines(tmp_path, capsys) -> None:
 def test_parallel_shares_the_cores(tmp_path, monkeypatch) -> None:
     """Without threads, jobs side by side share the cores equally (cpu_share, also what
     train-teachers and the local engine use)."""
-    from spacy_maral import parallel
+    from spacy_maral import threads
+    from spacy_maral.workflow import parallel
 
-    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 16)
-    assert parallel.cpu_share(2) == 8 and parallel.cpu_share(3) == 5 and parallel.cpu_share(32) == 1
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 16)
+    assert threads.cpu_share(2) == 8 and threads.cpu_share(3) == 5 and threads.cpu_share(32) == 1
     show = "python -c 'import os; print(os.environ[\"OMP_NUM_THREADS\"])'"
     assert parallel.run_parallel([show, show, show], jobs=2, log_dir=tmp_path) == []
     assert sorted(p.read_text().strip() for p in tmp_path.glob("*.log")) == ["8", "8", "8"]

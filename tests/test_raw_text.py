@@ -374,7 +374,7 @@ def test_calibrate_cli_stores_a_given_temperature_and_reports_the_dev_set_at_it(
     assert result["after"]["ece"] == pytest.approx(expected, abs=1e-6)
     # a negative temperature is refused before any work, and nothing is written
     bad = subprocess.run(base + ["--output", str(tmp_path / "bad"), "--temperature", "-1"], capture_output=True, text=True)
-    assert bad.returncode == 1 and "--temperature must be > 0" in " ".join(bad.stdout.split())
+    assert bad.returncode == 1 and "--temperature must be > 0" in " ".join(bad.stderr.split())  # errors go to stderr
     assert not (tmp_path / "bad").exists()
 
 
@@ -407,7 +407,7 @@ def test_calibrate_cli_stores_the_off_language_temperature_for_a_student_of_anot
     # --target-lang needs the dev set's language, and says so before any work
     bad = subprocess.run([sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--output",
                           str(tmp_path / "bad"), "--target-lang", "de"], capture_output=True, text=True)
-    assert bad.returncode == 1 and "needs --lang" in " ".join(bad.stdout.split())
+    assert bad.returncode == 1 and "needs --lang" in " ".join(bad.stderr.split())
     assert not (tmp_path / "bad").exists()
 
 
@@ -417,8 +417,8 @@ def test_calibrate_cli_stores_the_off_language_temperature_for_a_student_of_anot
 def test_adaptation_corpus_tokenizes_source_raw_text_with_source_rules(tmp_path) -> None:
     from spacy.tokens import DocBin
 
+    from spacy_maral.adaptation.examples import is_target
     from spacy_maral.training.readers import AdaptationCorpus
-    from spacy_maral.training.stage2.examples import is_target
 
     source = _gold_doc(["Die", "SPD-Fraktion", "tagte", "."], [(1, 2, "ORG")], spaces=[True, True, False, False])
     target = Doc(source.vocab, words=["Baden-Württemberg", "ist", "schön"])
@@ -470,7 +470,7 @@ def test_calibrate_cli_without_predicted_entities_keeps_temperature_one(trained_
         capture_output=True, text=True,
     )
     assert run.returncode == 0, run.stderr
-    assert "nothing to calibrate" in " ".join(run.stdout.split())
+    assert "nothing to calibrate" in " ".join(run.stderr.split())  # a warning: stderr
     assert find_maral_ner(spacy.load(out)).score_temperature == 1.0
 
 
@@ -490,7 +490,7 @@ def test_evaluate_model_specs_names_and_refuses_two_of_one_name(tmp_path) -> Non
 
 
 def test_prf_by_hand() -> None:
-    from spacy_maral.evaluation.prf import prf
+    from spacy_maral.prf import prf
 
     assert prf(2, 1, 3) == pytest.approx((2 / 3, 0.4, 0.5))  # F1 = 2 * (2/3 * 0.4) / (2/3 + 0.4)
     assert prf(0, 0, 0) == (0.0, 0.0, 0.0) and prf(0, 2, 0) == (0.0, 0.0, 0.0)

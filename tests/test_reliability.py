@@ -141,7 +141,7 @@ def test_a_kept_partition_of_other_input_is_not_reused(ruler_dir, tmp_path) -> N
 def test_pseudo_label_shards_checked_against_their_input(trained_dir, tmp_path) -> None:
     """A shard whose sentences changed (manifest unchanged) is labelled again, a shard
     without its sidecar too; `--overwrite` with an undecodable or empty input removes nothing."""
-    from spacy_maral.training.pseudo_label import pseudo_label
+    from spacy_maral.inference.pseudo_label import pseudo_label
 
     teacher = spacy.load(trained_dir)
     text = tmp_path / "target.txt"
@@ -290,8 +290,8 @@ def test_ray_resources_no_node_has_and_dead_actors_end(ruler_dir) -> None:
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the actors can't import this test module
     with RayEngine(spec, num_actors=1, num_cpus=1, max_retries=0) as engine:
-        [(key, result)] = list(engine.map(die_on_payload, [(0, "fine")]))
-        assert key == 0 and result["ok"] == "fine"
+        [(key, done)] = list(engine.map(die_on_payload, [(0, "fine")]))
+        assert key == 0 and done.result["ok"] == "fine"
         with pytest.raises(RuntimeError, match="a Ray actor died"):
             list(engine.map(die_on_payload, [(1, "die")]))
 
@@ -359,9 +359,9 @@ def test_help_keeps_its_brackets(command, text) -> None:
     """--help prints the help texts as written (rich markup would eat '[ray]')."""
     from typer.testing import CliRunner
 
-    from spacy_maral.cli import app
+    from helpers import app_of
 
-    result = CliRunner().invoke(app, [*command, "--help"], terminal_width=200)
+    result = CliRunner().invoke(app_of(command[0]), [*command, "--help"], terminal_width=200)
     assert result.exit_code == 0 and text in " ".join(result.output.split()), result.output
 
 

@@ -1,7 +1,7 @@
 """End-to-end tests of stage 2 on the tiny random encoder of conftest.py.
 
 The reader (spacy_maral.AdaptationCorpus.v1), the teacher's pseudo-labelling
-(spacy_maral.training.pseudo_label), a two-epoch `spacy train configs/adapt.cfg` run with its
+(spacy_maral.inference.pseudo_label), a two-epoch `spacy train configs/adapt.cfg` run with its
 diagnostics, and a run killed with SIGKILL and resumed from its checkpoint.
 """
 import json
@@ -21,10 +21,14 @@ from spacy.tokens import Doc, DocBin, Span, SpanGroup
 from thinc.api import Adam, Config
 
 from helpers import REPO, TRAIN_SENTENCES, make_examples, source_config
+from spacy_maral.adaptation.examples import is_target, target_index
+from spacy_maral.adaptation.progressive import AdaptationSettings, ProgressiveAdaptation
+from spacy_maral.adaptation.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, SoftLabelStore, attach_soft_labels
 from spacy_maral.corpora.target_text import iter_target_docs
+from spacy_maral.inference.pseudo_label import pseudo_label
+from spacy_maral.ml.decoding import decode_doc
 from spacy_maral.ml.span_ner import SpanScores
 from spacy_maral.ml.spans import count_spans, enumerate_spans
-from spacy_maral.pipeline.decoding import decode_doc
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
 from spacy_maral.training.callbacks import (
     CHECKPOINT_MARKER,
@@ -34,11 +38,7 @@ from spacy_maral.training.callbacks import (
     load_checkpoint,
     save_checkpoint,
 )
-from spacy_maral.training.pseudo_label import pseudo_label
 from spacy_maral.training.readers import AdaptationCorpus, target_subset
-from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
-from spacy_maral.training.stage2.examples import is_target, target_index
-from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, SoftLabelStore, attach_soft_labels
 
 # Target-language sentences with tags: the tags are diagnostics only (pseudo_label_prf).
 TARGET_SENTENCES: List[Tuple[str, List[Tuple[int, int, str]]]] = [
@@ -495,7 +495,7 @@ def make_recording_hook(checkpoint_dir=None, checkpoint_every=0, dump_path=None)
         inner(nlp, info)
         if dump_path and not state["done"]:
             state["done"] = True
-            store = nlp.get_pipe("maral_ner").adapter.store
+            store = nlp.get_pipe("maral_ner").adaptation.store
             numpy.savez(dump_path, q=store.q, anchor=store.anchor, epoch=store.epoch, step=info["step"])
 
     return before_update
@@ -583,7 +583,7 @@ def test_stage2_two_epochs_end_to_end(data, pseudo_dir, tmp_path) -> None:
     logits = ner.decision_logits(scores)
     probs = numpy.exp(logits - logits.max(axis=1, keepdims=True))
     probs /= probs.sum(axis=1, keepdims=True)
-    expected = [(s, e, ner.classes[c]) for s, e, c, _ in decode_doc(scores.spans[:, 1], scores.spans[:, 2], probs, len(doc))]
+    expected = [(s, e, ner.classes[c]) for s, e, c, *_ in decode_doc(scores.spans[:, 1], scores.spans[:, 2], probs, len(doc))]
     assert [(e.start, e.end, e.label_) for e in doc.ents] == [(s.start, s.end, s.label_) for s in doc.spans["maral"]] == expected
     assert list(ner.classes) == teacher_classes
     store = SoftLabelStore.load(out / "model-last" / "maral_ner" / "adaptation" / "soft_labels.npz")
@@ -591,7 +591,7 @@ def test_stage2_two_epochs_end_to_end(data, pseudo_dir, tmp_path) -> None:
 
 
 def test_pseudo_label_prf_by_hand() -> None:
-    """Adapter.pseudo_label_prf decodes the soft labels of the sentences with tags and scores
+    """ProgressiveAdaptation.pseudo_label_prf decodes the soft labels of the sentences with tags and scores
     them against the tags; the P/R/F here are counted by hand."""
     # classes O, LOC, PER; max width 2: a 3-token sentence has the spans (0,1) (1,2) (2,3)
     # (0,2) (1,3), a 2-token one (0,1) (1,2) (0,2), a 1-token one (0,1)
@@ -601,15 +601,15 @@ def test_pseudo_label_prf_by_hand() -> None:
         [0.3, 0.7, 0.0], o, o,  # 1: (0,1) LOC
         [0.0, 1.0, 0.0],  # 2: (0,1) LOC, but sentence 2 has no tags: not counted
     ], dtype=numpy.float32)
-    adapter = Adapter(AdaptationSettings())
-    adapter.set_store(SoftLabelStore(numpy.array([3, 2, 1]), q, max_width=2))
-    adapter.gold = {0: [(0, 2, 2), (2, 3, 1)], 1: [(0, 1, 1), (1, 2, 2)]}
+    adaptation = ProgressiveAdaptation(AdaptationSettings())
+    adaptation.set_store(SoftLabelStore(numpy.array([3, 2, 1]), q, max_width=2))
+    adaptation.gold = {0: [(0, 2, 2), (2, 3, 1)], 1: [(0, 1, 1), (1, 2, 2)]}
     # predicted {(0,2,PER), (2,3,PER)} and {(0,1,LOC)}: 2 of 3 right, 2 of 4 tags found
     p, r = 2 / 3, 2 / 4
-    assert adapter.pseudo_label_prf() == pytest.approx({"p": p, "r": r, "f": 2 * p * r / (p + r)})
-    assert adapter.pseudo_label_prf()["f"] == pytest.approx(4 / 7)
-    adapter.gold = {2: []}  # a sentence with no tags and one pseudo-entity
-    assert adapter.pseudo_label_prf() == {"p": 0.0, "r": 0.0, "f": 0.0}
+    assert adaptation.pseudo_label_prf() == pytest.approx({"p": p, "r": r, "f": 2 * p * r / (p + r)})
+    assert adaptation.pseudo_label_prf()["f"] == pytest.approx(4 / 7)
+    adaptation.gold = {2: []}  # a sentence with no tags and one pseudo-entity
+    assert adaptation.pseudo_label_prf() == {"p": 0.0, "r": 0.0, "f": 0.0}
 
 
 def _try_load_store(path: Path):
@@ -673,16 +673,16 @@ def test_killed_run_leaves_a_complete_checkpoint(killed_run) -> None:
     saved = SoftLabelStore.load(found / "maral_ner" / "adaptation" / "soft_labels.npz")
     assert saved.epoch >= 1 and saved.n_docs == 6
     assert saved.anchor.any()  # anchors were selected at the end of epoch 1
-    adapter = Adapter(AdaptationSettings())
-    adapter.load(found / "maral_ner" / "adaptation")  # prior, margins, index, history
-    assert adapter.margins_p is not None and adapter.index is not None
-    assert len(adapter.history) == saved.epoch
+    adaptation = ProgressiveAdaptation(AdaptationSettings())
+    adaptation.load(found / "maral_ner" / "adaptation")  # prior, margins, index, history
+    assert adaptation.margins_p is not None and adaptation.index is not None
+    assert len(adaptation.history) == saved.epoch
     assert int(numpy.load(work / "dump1.npz")["epoch"]) == 0  # run 1 started fresh
     records = killed_run["diag"].read_text(encoding="utf8").splitlines()
     assert len(records) >= saved.epoch
     # the checkpoint is a loadable pipeline, soft labels included
     nlp = spacy.load(found)
-    assert nlp.get_pipe("maral_ner").adapter.store.epoch == saved.epoch
+    assert nlp.get_pipe("maral_ner").adaptation.store.epoch == saved.epoch
     assert isinstance(nlp("Siemens in Berlin .").ents, tuple)
 
 
@@ -913,6 +913,7 @@ def test_student_class_prior_counts_the_whole_source_corpus(tiny_encoder, tmp_pa
     from spacy.training import Example
 
     from helpers import build_nlp
+    from spacy_maral.pipeline.span_labels import count_classes
 
     source, target = write_student_corpora(tmp_path, n_source=40)
     nlp, _ = student_nlp(tiny_encoder, source, target, {"source_per_batch": 1, "target_per_batch": 1})
@@ -931,7 +932,7 @@ def test_student_class_prior_counts_the_whole_source_corpus(tiny_encoder, tmp_pa
     teacher_ner = stage1.get_pipe("maral_ner")
     for label in ner.labels:
         teacher_ner.add_label(label)
-    assert teacher_ner.count_classes(examples) == (ner.cfg["class_counts"], 70, 0)
+    assert count_classes(examples, teacher_ner.classes, teacher_ner.max_width) == (ner.cfg["class_counts"], 70, 0)
     stage1.initialize(lambda: examples)
     assert teacher_ner.classes == ner.classes
     assert teacher_ner.cfg["class_counts"] == ner.cfg["class_counts"]
@@ -939,10 +940,10 @@ def test_student_class_prior_counts_the_whole_source_corpus(tiny_encoder, tmp_pa
     numpy.testing.assert_array_equal(ner.loss.log_prior, teacher_ner.loss.log_prior)
     numpy.testing.assert_array_equal(ner.loss.weights, teacher_ner.loss.weights)
     # the soft-label store still holds every target sentence
-    assert ner.adapter.store.n_docs == len(STUDENT_TARGET)
+    assert ner.adaptation.store.n_docs == len(STUDENT_TARGET)
     # the decision rule adds tau_u * log pi_src (configs/adapt.cfg: inference_tau = tau_u),
     # pi_src with add-one smoothing; pi_tgt only enters the target loss
-    assert ner.inference_tau == ner.adapter.settings.tau_u == 0.1
+    assert ner.inference_tau == ner.adaptation.settings.tau_u == 0.1
     pi_src = numpy.asarray([730.0, 20.0, 30.0, 10.0, 10.0]) + 1.0
     zero = SpanScores(
         spans=numpy.zeros((1, 3), dtype=numpy.int64), logits=numpy.zeros((1, 5), dtype=numpy.float32),
@@ -972,13 +973,13 @@ def test_student_update_loss_and_gradient_by_hand(tiny_encoder, tmp_path, monkey
     ner = nlp.get_pipe("maral_ner")
     n_classes = len(ner.classes)
     assert ner.loss.tau == 1.0 and n_classes == 5
-    store = ner.adapter.store
+    store = ner.adaptation.store
     # the second epoch: the anchors (here every other span) are the reliable spans
     store.epoch = 1
     store.anchor[:] = False
     store.anchor[::2] = True
     pi_tgt = numpy.array([0.6, 0.1, 0.05, 0.15, 0.1])
-    ner.adapter.target_log_prior = numpy.log(pi_tgt).astype(numpy.float32)
+    ner.adaptation.target_log_prior = numpy.log(pi_tgt).astype(numpy.float32)
     batch = list(train_corpus(nlp))[:2]
     assert [is_target(eg) for eg in batch] == [False, True]
     src_eg, tgt_eg = batch
@@ -1060,10 +1061,10 @@ def _train_student(encoder: Path, source: Path, target: Path, n_epochs: int = 3)
     hf = nlp.get_pipe("transformer").model.transformer
     weights = {f"head.{k}": v.detach().clone() for k, v in get_span_head(ner.model).state_dict().items()}
     weights.update({f"encoder.{k}": v.detach().clone() for k, v in hf.state_dict().items()})
-    store = ner.adapter.store
+    store = ner.adaptation.store
     return {
         "losses": losses, "weights": weights, "q": store.q.copy(), "anchor": store.anchor.copy(),
-        "scores": store.scores.copy(), "gold": dict(ner.adapter.gold), "history": list(ner.adapter.history),
+        "scores": store.scores.copy(), "gold": dict(ner.adaptation.gold), "history": list(ner.adaptation.history),
     }
 
 

@@ -17,13 +17,13 @@ from typing import List, Sequence
 from spacy.tokens import DocBin
 from tqdm import tqdm
 
+from spacy_maral.adaptation.soft_labels import PSEUDO_KEY
 from spacy_maral.evaluation.raw_text import CharSpan, char_prf, raw_sentences
+from spacy_maral.inference.ensemble import check_ensemble
+from spacy_maral.inference.pseudo_label import label_batch
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
 from spacy_maral.pipeline.maral_ner import find_maral_ner
 from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
-from spacy_maral.training.ensemble import check_ensemble
-from spacy_maral.training.pseudo_label import label_batch
-from spacy_maral.training.stage2.soft_labels import PSEUDO_KEY
 
 
 def predict(teachers: Sequence, texts: List[str], batch_size: int, desc: str) -> List[List[CharSpan]]:

@@ -99,7 +99,7 @@ corpora)
   ;;
 teacher)
   OUT=$RUNS/teacher-s$SEED
-  $PY -m spacy_maral measure "$RUNS/teacher-s$SEED.timing.json" -- $PY -m spacy train ../configs/source.cfg \
+  $PY -m spacy_maral.bench measure "$RUNS/teacher-s$SEED.timing.json" -- $PY -m spacy train ../configs/source.cfg \
     --output "$OUT" --gpu-id "$GPU" --system.seed "$SEED" \
     --paths.train "$CORPUS/en-train.spacy" --paths.dev "$CORPUS/en-dev.spacy" --paths.encoder "$ENCODER" \
     --paths.log "$OUT.jsonl" --training.max_steps "$STEPS1" --training.eval_frequency "$EVAL1" --corpora.dev.limit "$DEV_LIMIT" "${TRAIN_EXTRA[@]}"
@@ -110,7 +110,7 @@ pseudo)
   LANG_=$3
   MEMBERS=()
   for E in ${ENSEMBLE:-}; do MEMBERS+=(--ensemble "$RUNS/teacher-s$E/model-best"); done
-  $PY -m spacy_maral measure "$RUNS/pseudo-s$SEED-$LANG_.timing.json" -- $PY -m spacy_maral pseudo-label \
+  $PY -m spacy_maral.bench measure "$RUNS/pseudo-s$SEED-$LANG_.timing.json" -- $PY -m spacy_maral pseudo-label \
     "$RUNS/teacher-s$SEED/model-best" "$(target_text "$LANG_")" "$RUNS/pseudo-s$SEED-$LANG_" \
     --gpu-id "$GPU" --limit "$PSEUDO_LIMIT" --lang "$LANG_" "${MEMBERS[@]}"
   ;;
@@ -128,7 +128,7 @@ student)
     *) echo "unknown variant $V (P, W, W2, ST or ST-W)" >&2; exit 2 ;;
   esac
   OUT=$RUNS/$V-s$SEED-$LANG_
-  $PY -m spacy_maral measure "$OUT.timing.json" -- $PY -m spacy train ../configs/adapt.cfg --output "$OUT" \
+  $PY -m spacy_maral.bench measure "$OUT.timing.json" -- $PY -m spacy train ../configs/adapt.cfg --output "$OUT" \
     --gpu-id "$GPU" --system.seed "$STAGE2_SEED" \
     --paths.source "$CORPUS/en-train.spacy" --paths.target "$RUNS/pseudo-s$SEED-$LANG_" \
     --paths.dev "$CORPUS/en-dev.spacy" --paths.encoder "$ENCODER" --paths.log "$OUT.jsonl" \
@@ -143,7 +143,7 @@ student)
   ;;
 soup)
   LANG_=$3; OUT=$RUNS/S-s$SEED-$LANG_
-  $PY -m spacy_maral measure "$OUT.timing.json" -- $PY -m spacy_maral average \
+  $PY -m spacy_maral.bench measure "$OUT.timing.json" -- $PY -m spacy_maral average \
     "$RUNS/W2-s$SEED-$LANG_/model-last" "$RUNS/W-s$SEED-$LANG_/model-last" --output "$OUT/model-last"
   calibrate_student "$OUT" "$LANG_"
   ;;

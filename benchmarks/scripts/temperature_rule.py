@@ -23,7 +23,7 @@ from spacy_maral.evaluation.calibration import reliability
 from spacy_maral.evaluation.raw_text import entity_logits
 from spacy_maral.pipeline.decoding import tempered_scores
 from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
-from spacy_maral.training.stage2.soft_labels import PSEUDO_KEY
+from spacy_maral.adaptation.soft_labels import PSEUDO_KEY
 
 CONSTANT = 2.0
 

@@ -47,7 +47,7 @@ def test_benchmark_quick_mode_writes_report_json_and_plots(benchmark_run) -> Non
         expected = nlp.evaluate(examples, batch_size=64)
         for key in ("p", "r", "f"):
             assert entry[key] == pytest.approx(100 * float(expected[f"ents_{key}"] or 0.0), abs=0.0051), (name, key)
-        # time and memory are the ones `spacy_maral measure` wrote beside the run, and the
+        # time and memory are the ones `spacy_maral.bench measure` wrote beside the run, and the
         # training rate follows from them (steps x the batch of its config / wall time):
         # stage 1 (ner, the teacher) 8 sentences a batch, stage 2 8 source + 8 target
         timing = json.loads(((project / entry["model"]).parent / "timing.json").read_text())

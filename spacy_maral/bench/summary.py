@@ -8,7 +8,6 @@ from typing import Dict, List, Optional
 
 from spacy.language import Language
 from spacy.tokens import Doc
-from wasabi import msg
 
 from spacy_maral.bench.measure import machine_description
 from spacy_maral.bench.plots import plot_cosines, plot_projection, plot_pseudo_label_f1, plot_training_curves, read_jsonl
@@ -21,13 +20,16 @@ from spacy_maral.fileio import atomic_write_text
 from spacy_maral.pipeline.folder import load_naming_the_damaged_file
 from spacy_maral.pipeline.maral_ner import MaralNER
 from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
+from spacy_maral.util import Printer
+
+msg = Printer()
 
 
 @dataclass
 class System:
     """One trained system: a name and its `spacy train --output` directory, which holds
     the checkpoint to score (model-best/ or model-last/), and optionally timing.json
-    (spacy_maral measure), log.jsonl (the training logger) and diagnostics.jsonl (stage 2).
+    (spacy_maral.bench measure), log.jsonl (the training logger) and diagnostics.jsonl (stage 2).
 
     name (str): the system's name in the report.
     run_dir (Path): the training output directory.

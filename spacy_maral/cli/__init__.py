@@ -3,7 +3,6 @@ its command to `app` (`_app.py`)."""
 from spacy_maral.cli import (  # noqa: F401  (each module adds its commands to app)
     annotate,
     average,
-    bench,
     calibrate,
     check_text,
     convert,

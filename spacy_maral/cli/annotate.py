@@ -39,7 +39,9 @@ def annotate_command(
     """
     from spacy_maral.inference.annotate import ERRORS, EXIT_BAD_LINES, ScoresKeyError, annotate, check_model_scores_key, input_files
     from spacy_maral.inference.engines import make_engine
+    from spacy_maral.util import Printer
 
+    msg = Printer()
     try:
         files = input_files(input_path, input_format)  # a missing or empty input fails before the model loads
         if all(f.format == "text" for f in files):  # a field named for text files would match nothing
@@ -60,25 +62,22 @@ def annotate_command(
     except ScoresKeyError as err:
         raise typer.BadParameter(str(err), param_hint="--scores-key") from err
     except ImportError as err:
-        typer.secho(f"annotate: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
+        msg.fail(f"annotate: {err}", exits=1)
     except (OSError, ValueError, RuntimeError) as err:
-        typer.secho(f"annotate failed: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
+        msg.fail(f"annotate failed: {err}", exits=1)
     rate = f", {stats.documents / stats.seconds:.1f} documents/s" if stats.seconds else ""
-    typer.echo(
+    msg.text(
         f"{stats.documents} documents, {stats.entities} entities from {stats.lines} lines "
         f"({stats.partitions_written} partitions written, {stats.partitions_kept} kept from an earlier run; "
         f"engine {stats.engine}, {stats.n_workers} worker(s){rate})"
     )
-    typer.echo(f"output: {output_dir}")
+    msg.text(f"output: {output_dir}")
     if stats.bad_lines:
-        typer.secho(f"{stats.bad_lines} bad input line(s) skipped, all listed in {Path(output_dir) / ERRORS}:", fg=typer.colors.YELLOW, err=True)
+        msg.warn(f"{stats.bad_lines} bad input line(s) skipped, all listed in {Path(output_dir) / ERRORS}:")
         for line in stats.first_bad_lines[:10]:
-            typer.echo(f"  {line}", err=True)
+            msg.text(f"  {line}", err=True)
     if stats.truncated_documents:
-        typer.secho(f"{stats.truncated_documents} document(s) with {stats.words_without_subwords} word(s) the encoder gave no "
-                    f"subword (they can't be entities), all listed in {Path(output_dir) / ERRORS}", fg=typer.colors.YELLOW, err=True)
+        msg.warn(f"{stats.truncated_documents} document(s) with {stats.words_without_subwords} word(s) the encoder gave no "
+                 f"subword (they can't be entities), all listed in {Path(output_dir) / ERRORS}")
     if stats.bad_lines + stats.truncated_documents > max_bad_lines:
-        typer.secho(f"more than --max-bad-lines {max_bad_lines}: exit status {EXIT_BAD_LINES}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=EXIT_BAD_LINES)
+        msg.fail(f"more than --max-bad-lines {max_bad_lines}: exit status {EXIT_BAD_LINES}", exits=EXIT_BAD_LINES)

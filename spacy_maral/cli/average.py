@@ -24,10 +24,10 @@ def average_command(
     """
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
     from spacy_maral.training.averaging import average_pipelines, snapshots_from
-    from spacy_maral.training.per_seed import summary_models
-    from spacy_maral.util import cli_printer
+    from spacy_maral.util import Printer
+    from spacy_maral.workflow.per_seed import summary_models
 
-    msg = cli_printer()
+    msg = Printer()
     try:
         check_replaceable(output, "average --output")  # before any work: a user's folder is never replaced
         inputs = list(inputs or [])

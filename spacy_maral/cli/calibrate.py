@@ -41,9 +41,9 @@ def calibrate_command(
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import tokenizer_rules
-    from spacy_maral.util import cli_printer
+    from spacy_maral.util import Printer
 
-    msg = cli_printer()
+    msg = Printer()
     try:
         stored = student_temperature(given, target_lang, lang)  # None: fit on the dev set
     except ValueError as err:

@@ -18,10 +18,10 @@ def check_text_command(
     printed as warnings with their figures.
     """
     from spacy_maral.corpora.text_check import check_target_text
-    from spacy_maral.languages import lang_path, split_langs
-    from spacy_maral.util import cli_printer
+    from spacy_maral.util import Printer
+    from spacy_maral.workflow.languages import lang_path, split_langs
 
-    msg = cli_printer()
+    msg = Printer()
     try:
         codes = split_langs(langs)
     except ValueError as err:

@@ -2,11 +2,12 @@
 import time
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, List, NoReturn, Tuple
+from typing import TYPE_CHECKING, List, Tuple
 
 import typer
 
 from spacy_maral.cli._app import app
+from spacy_maral.util import Printer
 
 if TYPE_CHECKING:
     from spacy_maral.corpora import ConversionStats
@@ -78,11 +79,10 @@ def _print_counts(stats: "ConversionStats") -> None:
 
     stats: the conversion's statistics.
     """
-    from wasabi import msg
-
+    msg = Printer()
     msg.table(_count_rows(stats), header=("", "read", "written"), **TABLE_STYLE)
     msg.table(_entity_rows(stats), header=("entities", "read", "written"), **TABLE_STYLE)
-    typer.echo(f"-DOCSTART- documents: {stats.documents}")
+    msg.text(f"-DOCSTART- documents: {stats.documents}")
     differs = any(read != written for _, read, written in _count_rows(stats) + _entity_rows(stats))
     if differs:
         msg.warn("The written corpus differs from what was read.")
@@ -93,26 +93,16 @@ def _print_repairs(stats: "ConversionStats") -> None:
 
     stats: the conversion's statistics.
     """
-    from wasabi import msg
-
+    msg = Printer()
     if not stats.repairs:
         msg.good("No repairs needed.")
         return
     scheme = stats.scheme.upper()
     msg.warn(f"{len(stats.repairs)} repair(s) of the {scheme} tags (--strict refuses them):")
     for line, message in stats.repairs[:MAX_REPAIRS_SHOWN]:
-        typer.echo(f"  {stats.path}, line {line}: {message}")
+        msg.text(f"  {stats.path}, line {line}: {message}", err=True)
     if len(stats.repairs) > MAX_REPAIRS_SHOWN:
-        typer.echo(f"  ... and {len(stats.repairs) - MAX_REPAIRS_SHOWN} more")
-
-
-def _fail(message: str) -> NoReturn:
-    """Print an error in red on stderr and exit with status 1 (no traceback).
-
-    message: the error text.
-    """
-    typer.secho(f"✘ {message}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code=1)
+        msg.text(f"  ... and {len(stats.repairs) - MAX_REPAIRS_SHOWN} more", err=True)
 
 
 @app.command("convert")
@@ -150,19 +140,18 @@ def convert_command(
     strict (bool): refuse tag sequences that would need a repair.
     lang (str): the spaCy language code.
     """
-    from wasabi import msg
-
     from spacy_maral.corpora import ConversionError, convert_file
     from spacy_maral.corpora.writer import OutputError
 
+    msg = Printer()
     output_path = resolve_output(input_path, output)
     start = time.perf_counter()
     try:
         stats = convert_file(input_path, output_path, fmt.value, scheme.value, strict, lang)
     except (ConversionError, OutputError) as err:
-        _fail(str(err))
+        msg.fail(str(err), exits=1)
     except (ValueError, OSError) as err:
-        _fail(f"{input_path}: {err}")
+        msg.fail(f"{input_path}: {err}", exits=1)
     elapsed = time.perf_counter() - start
     msg.good(f"Wrote {output_path} ({stats.fmt}, {stats.scheme.upper()}) in {elapsed:.1f}s")
     _print_counts(stats)

@@ -5,6 +5,7 @@ from typing import Literal
 import typer
 
 from spacy_maral.cli._app import app
+from spacy_maral.util import Printer
 
 DEFAULT_ENCODER_DIR = Path("encoders/multilingual-e5-small")
 
@@ -41,24 +42,23 @@ def build_encoder_command(
     if source == "existing":
         _check_existing(str(output_dir))
         return
+    msg = Printer()
     try:
         path = build_e5_encoder(output_dir, check=not no_check, progress=True)
     except (ImportError, ValueError, FileExistsError, RuntimeError) as err:
-        typer.secho(f"build-encoder failed: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
-    typer.echo(str(path))
+        msg.fail(f"build-encoder failed: {err}", exits=1)
+    msg.text(str(path))
 
 
 def _check_existing(name: str) -> None:
     """Accept a local model directory (it must hold config.json) or a hub name."""
+    msg = Printer()
     path = Path(name)
     if path.is_dir():
         if not (path / "config.json").exists():
-            typer.secho(f"build-encoder: {path} has no config.json; not a Hugging Face model directory", fg=typer.colors.RED, err=True)
-            raise typer.Exit(code=1)
-        typer.echo(f"using the encoder in {path}")
+            msg.fail(f"build-encoder: {path} has no config.json; not a Hugging Face model directory", exits=1)
+        msg.text(f"using the encoder in {path}")
     elif path.exists() or name.startswith((".", "/")) or name.count("/") > 1:
-        typer.secho(f"build-encoder: {name} is neither a model directory nor a hub name", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1)
+        msg.fail(f"build-encoder: {name} is neither a model directory nor a hub name", exits=1)
     else:
-        typer.echo(f"{name}: a Hugging Face hub name; transformers downloads it on first use (needs internet)")
+        msg.text(f"{name}: a Hugging Face hub name; transformers downloads it on first use (needs internet)")

@@ -76,11 +76,11 @@ def evaluate_command(
     from spacy_maral.fileio import atomic_write_text
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
-    from spacy_maral.util import cli_printer
+    from spacy_maral.util import Printer
 
     if gpu_id >= 0:
         require_gpu(gpu_id)
-    msg = cli_printer()
+    msg = Printer()
     if if_exists and not test_path.exists():
         msg.warn(f"evaluate: no test set at {test_path}: nothing scored (the pipelines are not evaluated)")
         if output is not None:
@@ -110,11 +110,11 @@ def evaluate_command(
     except (OSError, ValueError, ConversionError) as err:
         msg.fail(f"evaluate failed: {err}", exits=1)
     msg.divider("raw text (nlp.pipe on the detokenized sentences, exact character offsets)")
-    print(format_table({name: r["raw_text"] for name, r in results.items()}))
+    msg.text(format_table({name: r["raw_text"] for name, r in results.items()}))
     msg.divider("gold tokens (spaCy's NER scorer)")
-    print(format_table(results))
+    msg.text(format_table(results))
     msg.divider("raw text: unreachable gold entities and score calibration")
-    print(format_quality_table({name: r["raw_text"] for name, r in results.items()}))
+    msg.text(format_quality_table({name: r["raw_text"] for name, r in results.items()}))
     if output is not None:
         # the per-sentence counts (for paired bootstraps) go to their own compact file
         per_sentence = {name: r["raw_text"].pop("per_sentence") for name, r in results.items()}

@@ -39,9 +39,9 @@ def guard_command(
     from spacy_maral.evaluation.guard import GuardThresholds, check_package_choice, check_student, write_verdict
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
-    from spacy_maral.util import cli_printer
+    from spacy_maral.util import Printer
 
-    msg = cli_printer()
+    msg = Printer()
     try:  # the arguments first, before minutes of loading and scoring
         check_package_choice(package_choice)
     except ValueError as err:
@@ -86,7 +86,7 @@ def guard_command(
     else:
         msg.warn("THE STUDENT SHOULD NOT BE TRUSTED:")
         for problem in report.problems:
-            print(f"  - {problem}")
+            msg.text(f"  - {problem}", err=True)
     chosen = write_verdict(output, report, teacher_path, student_path, package_choice)
     msg.info(f"package: the {chosen} ({package_choice})")
     msg.good(f"verdict: {output}")

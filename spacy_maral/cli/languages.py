@@ -25,10 +25,10 @@ def languages_command(
     on; a language finished earlier from the same text, teachers and settings is kept.
     Every outcome is in PROJECT/metrics/languages.json. Exit status 1 if any failed.
     """
-    from spacy_maral.languages import SUMMARY, run_languages, split_langs
-    from spacy_maral.util import cli_printer
+    from spacy_maral.util import Printer
+    from spacy_maral.workflow.languages import SUMMARY, run_languages, split_langs
 
-    msg = cli_printer()
+    msg = Printer()
     try:
         codes = split_langs(langs)
     except ValueError as err:

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from spacy_maral.cli._app import Precision, app
+from spacy_maral.util import Printer
 
 
 @app.command("export")
@@ -31,22 +32,20 @@ def export_command(
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
 
+    msg = Printer()
     try:
         check_replaceable(output_dir, "export")  # before any work: a user's folder is never replaced
     except ValueError as err:
-        typer.secho(str(err), fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
+        msg.fail(str(err), exits=1)
     if guard is not None:
         chosen, chosen_path = read_guard_verdict(guard)
         if chosen != "student":
-            typer.secho(f"export: {guard} chose the {chosen}: exporting {chosen_path} instead of {model}",
-                        fg=typer.colors.YELLOW, err=True)
+            msg.warn(f"export: {guard} chose the {chosen}: exporting {chosen_path} instead of {model}")
         model = chosen_path
     try:
         nlp = load_pipeline(model, precision=precision)
     except (OSError, ValueError) as err:
-        typer.secho(f"export failed: cannot load {model}: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
+        msg.fail(f"export failed: cannot load {model}: {err}", exits=1)
     for _, pipe in nlp.pipeline:
         if hasattr(pipe, "drop_adaptation_state"):
             pipe.drop_adaptation_state()
@@ -61,9 +60,8 @@ def export_command(
         with replace_owned_dir(output_dir, "export") as tmp:
             nlp.to_disk(tmp)
     except (OSError, ValueError) as err:
-        typer.secho(f"export failed: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
-    typer.echo(f"{output_dir} ({nlp.lang}_{name} {version}, pipes {nlp.pipe_names}, tokenizer rules {tokenizer_lang(nlp)})")
+        msg.fail(f"export failed: {err}", exits=1)
+    msg.text(f"{output_dir} ({nlp.lang}_{name} {version}, pipes {nlp.pipe_names}, tokenizer rules {tokenizer_lang(nlp)})")
 
 
 def read_guard_verdict(path: Path) -> "tuple[str, Path]":
@@ -77,8 +75,7 @@ def read_guard_verdict(path: Path) -> "tuple[str, Path]":
     try:
         return read_verdict(path)
     except ValueError as err:
-        typer.secho(f"export failed: --guard {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
+        Printer().fail(f"export failed: --guard {err}", exits=1)
 
 
 @app.command("install-package")
@@ -94,20 +91,19 @@ def install_package_command(
     dependencies, spacy-maral included, are already in the environment that built it),
     then checks that `spacy.load(package)` works outside the project directory.
     """
+    msg = Printer()
     wheels = sorted(Path(dist_dir).glob("*.whl"), key=lambda p: p.stat().st_mtime)
     if not wheels:
-        typer.secho(f"install-package: no .whl file in {dist_dir}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1)
+        msg.fail(f"install-package: no .whl file in {dist_dir}", exits=1)
     interpreter = sys.executable if python in ("", "current") else python
     cmd = [interpreter, "-m", "pip", "install", "--no-deps", "--force-reinstall", "-q", str(wheels[-1])]
-    typer.echo(" ".join(cmd))
+    msg.text(" ".join(cmd))
     if subprocess.run(cmd).returncode != 0:
         raise typer.Exit(code=1)
     package = wheels[-1].name.split("-")[0]
-    typer.echo(f"installed {package} ({wheels[-1].name})")
+    msg.text(f"installed {package} ({wheels[-1].name})")
     if check_file is not None:
         with tempfile.TemporaryDirectory() as elsewhere:
             check = [interpreter, "-m", "spacy_maral", "predict", package, "--from-file", str(Path(check_file).resolve()), "--n", str(n)]
             if subprocess.run(check, cwd=elsewhere).returncode != 0:
-                typer.secho(f"install-package: spacy.load({package!r}) failed after installing", fg=typer.colors.RED, err=True)
-                raise typer.Exit(code=1)
+                msg.fail(f"install-package: spacy.load({package!r}) failed after installing", exits=1)

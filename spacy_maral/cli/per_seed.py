@@ -5,6 +5,7 @@ from typing import List
 import typer
 
 from spacy_maral.cli._app import app
+from spacy_maral.util import Printer
 
 SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -19,21 +20,20 @@ def parse_seeds(value: str) -> List[int]:
 
 def _train(ctx: typer.Context, config: Path, output_dir: Path, seeds: str, jobs: int, role: str) -> None:
     """Run train_per_seed for the command of `role` and print one line per run."""
-    from spacy_maral.training.per_seed import ROLES, summary_name, train_per_seed
+    from spacy_maral.workflow.per_seed import ROLES, summary_name, train_per_seed
 
+    msg = Printer()
     overrides = [a for a in ctx.args if a != "--"]
     try:
-        summary = train_per_seed(config, output_dir, parse_seeds(seeds), overrides, role=role, jobs=jobs, report=typer.echo)
+        summary = train_per_seed(config, output_dir, parse_seeds(seeds), overrides, role=role, jobs=jobs, report=msg.text)
     except ValueError as err:
-        typer.secho(f"train-{role}s: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=2) from err
+        msg.fail(f"train-{role}s: {err}", exits=2)
     except RuntimeError as err:
-        typer.secho(f"train-{role}s failed: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
+        msg.fail(f"train-{role}s failed: {err}", exits=1)
     for seed, entry in summary.items():
-        typer.echo(f"  seed {seed}: {entry['model']} ({entry['wall_s']} s, peak RSS {entry['peak_rss_gb']} GB{', kept' if entry['kept'] else ''})")
+        msg.text(f"  seed {seed}: {entry['model']} ({entry['wall_s']} s, peak RSS {entry['peak_rss_gb']} GB{', kept' if entry['kept'] else ''})")
     if not summary:
-        typer.echo(f"  no seeds: {output_dir / summary_name(role)} lists no {role} ({ROLES[role]})")
+        msg.text(f"  no seeds: {output_dir / summary_name(role)} lists no {role} ({ROLES[role]})")
 
 
 @app.command("train-teachers", context_settings=SETTINGS)

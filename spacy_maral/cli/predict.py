@@ -25,34 +25,34 @@ def predict_command(
     from spacy_maral.corpora.target_text import iter_target_docs
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
+    from spacy_maral.util import Printer
 
+    msg = Printer()
     try:
         nlp = load_pipeline(model, precision=precision)
     except (OSError, ValueError) as err:
-        typer.secho(f"predict: cannot load {model}: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
+        msg.fail(f"predict: cannot load {model}: {err}", exits=1)
     sentences = list(texts or [])
     if from_file is not None:
         try:
             sentences += [d.text for d in islice(iter_target_docs(from_file, nlp), n)]
         except ValueError as err:  # not a readable corpus: the reader names the file (and line)
-            typer.secho(f"predict: {err}", fg=typer.colors.RED, err=True)
-            raise typer.Exit(code=1) from err
+            msg.fail(f"predict: {err}", exits=1)
     key = scores_key(nlp)
-    typer.echo(f"spacy.load({model!r}): pipes {nlp.pipe_names}")
+    msg.text(f"spacy.load({model!r}): pipes {nlp.pipe_names}")
     failed: List[str] = []
 
     def report(name: str, _pipe, docs, err: Exception) -> None:  # spaCy's error handler: these docs are left out
         for doc in docs:
             failed.append(f"predict: sentence {doc._context + 1} not labelled: {err}")
-            typer.secho(failed[-1], fg=typer.colors.RED, err=True)
+            msg.fail(failed[-1])
 
     nlp.set_error_handler(report)
     for doc, _ in nlp.pipe(((text, i) for i, text in enumerate(sentences)), as_tuples=True):
-        typer.echo(doc.text)
+        msg.text(doc.text)
         for ent, score in zip(doc.ents, entity_scores(doc, key)):
-            typer.echo(f"    {ent.text:<30} {ent.label_:<6} {'' if score is None else f'{float(score):.3f}'}")
+            msg.text(f"    {ent.text:<30} {ent.label_:<6} {'' if score is None else f'{float(score):.3f}'}")
         if not doc.ents:
-            typer.echo("    (no entities)")
+            msg.text("    (no entities)")
     if failed:
         raise typer.Exit(code=1)

@@ -1,4 +1,5 @@
 """`python -m spacy_maral pseudo-label`: soft labels for a target corpus from a teacher."""
+from contextlib import nullcontext
 from pathlib import Path
 from typing import List, Literal, Optional
 
@@ -42,10 +43,13 @@ def pseudo_label_command(
 
     from spacy_maral.corpora.text_check import check_target_text
     from spacy_maral.inference.engines import make_engine
+    from spacy_maral.inference.pseudo_label import check_inference_tau, pseudo_label
+    from spacy_maral.util import Printer
+
+    msg = Printer()
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
-    from spacy_maral.training.pseudo_label import check_inference_tau, pseudo_label
 
     if inference_tau is not None:
         try:
@@ -54,15 +58,14 @@ def pseudo_label_command(
             raise typer.BadParameter(str(err), param_hint="--inference-tau") from err
     try:  # before the GPU starts, any teacher is loaded or OUTPUT_DIR is touched
         for warning in check_target_text(input_path, lang or "xx").warnings:
-            typer.secho(f"pseudo-label: {warning}", fg=typer.colors.YELLOW, err=True)
+            msg.warn(f"pseudo-label: {warning}")
     except ValueError as err:
-        typer.secho(f"pseudo-label failed: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
+        msg.fail(f"pseudo-label failed: {err}", exits=1)
     if gpu_id >= 0 and engine == "local":
         require_gpu(gpu_id)
     try:
         if ensemble_from is not None:
-            from spacy_maral.training.per_seed import summary_models
+            from spacy_maral.workflow.per_seed import summary_models
 
             ensemble = [*ensemble, *(str(m) for m in summary_models(ensemble_from))]
         nlp = load_pipeline(teacher, precision=precision)
@@ -72,35 +75,27 @@ def pseudo_label_command(
         if inference_tau is not None:
             for pipeline in [nlp, *members]:
                 find_maral_ner(pipeline).inference_tau = inference_tau
-        workers = None
-        if engine == "ray":
-            workers = make_engine(
-                "ray", teacher, inference_tau=inference_tau, precision=precision, address=address, num_actors=num_actors,
-                cpus_per_actor=cpus_per_actor, gpus_per_actor=num_gpus_per_actor, connect_timeout=ray_timeout,
-                ensemble=ensemble,
-            ).__enter__()
-        n_workers = workers.n_workers if workers is not None else 1
-        try:
+        # the local engine is this process, with the teachers loaded here (pseudo_label's own)
+        workers = nullcontext() if engine == "local" else make_engine(
+            "ray", teacher, inference_tau=inference_tau, precision=precision, address=address, num_actors=num_actors,
+            cpus_per_actor=cpus_per_actor, gpus_per_actor=num_gpus_per_actor, connect_timeout=ray_timeout,
+            ensemble=ensemble,
+        )
+        with workers as running:
+            n_workers = running.n_workers if running is not None else 1
             stats = pseudo_label(
                 nlp, input_path, output_dir, batch_size=batch_size, shard_size=shard_size, limit=limit,
-                gold_tokens=gold_tokens, engine=workers, overwrite=overwrite, ensemble=members,
+                gold_tokens=gold_tokens, engine=running, overwrite=overwrite, ensemble=members,
             )
-        finally:
-            if workers is not None:
-                workers.__exit__(None, None, None)
     except ImportError as err:
-        typer.secho(f"pseudo-label: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
+        msg.fail(f"pseudo-label: {err}", exits=1)
     except (OSError, ValueError, RuntimeError) as err:
-        typer.secho(f"pseudo-label failed: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
-    typer.echo(
-        f"{stats.sentences} sentences ({stats.shards_written} shards written, {stats.shards_kept} kept from an earlier run)"
-    )
+        msg.fail(f"pseudo-label failed: {err}", exits=1)
+    msg.text(f"{stats.sentences} sentences ({stats.shards_written} shards written, {stats.shards_kept} kept from an earlier run)")
     if engine == "ray":
-        typer.echo(f"engine: ray, {n_workers} actors")
+        msg.text(f"engine: ray, {n_workers} actors")
     for label, n in sorted(stats.entities.items()):
-        typer.echo(f"  {label:<10} {n:>8} pseudo-labelled entity spans")
+        msg.text(f"  {label:<10} {n:>8} pseudo-labelled entity spans")
     if stats.diagnostic_gold:
-        typer.echo(f"  {stats.diagnostic_gold} target tags kept aside for diagnostics only")
-    typer.echo(f"output: {output_dir}")
+        msg.text(f"  {stats.diagnostic_gold} target tags kept aside for diagnostics only")
+    msg.text(f"output: {output_dir}")

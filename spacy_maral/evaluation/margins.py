@@ -120,12 +120,3 @@ def class_mean_geometry(nlp: Language) -> Dict[str, object]:
     geo = _geometry(ner.classes, mu.detach().cpu().numpy())
     geo["kappa"] = [round(float(k), 2) for k in kappa.detach().cpu().numpy()]
     return geo
-
-
-def format_cosines(geometry: Dict[str, object]) -> List[str]:
-    """The cosine matrix as Markdown table lines."""
-    classes = geometry["classes"]
-    lines = ["| | " + " | ".join(classes) + " |", "|---" * (len(classes) + 1) + "|"]  # type: ignore[arg-type]
-    for name, row in zip(classes, geometry["cosines"]):  # type: ignore[arg-type]
-        lines.append(f"| {name} | " + " | ".join(f"{x:+.2f}" for x in row) + " |")
-    return lines

@@ -20,8 +20,8 @@ from spacy.tokens import Doc
 
 from spacy_maral.corpora.detokenize import detokenize
 from spacy_maral.evaluation.calibration import reliability
-from spacy_maral.evaluation.prf import prf
 from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
+from spacy_maral.prf import prf
 
 CharSpan = Tuple[int, int, str]
 
@@ -188,7 +188,8 @@ def entity_logits(nlp: Language, docs: Sequence[Doc], batch_size: int = 64) -> T
         logits = ner.decision_logits(scores)
         for (sentence, doc), kept in zip(runnable, ner.decode([d for _, d in runnable], scores)):
             gold = set(sentence.gold)
-            for s, e, c, _, row in kept:
-                span = (doc[s:e].start_char, doc[s:e].end_char, ner.classes[c])
-                rows.append((logits[row], c, span in gold))
+            for entity in kept:
+                tokens = doc[entity.start : entity.end]
+                span = (tokens.start_char, tokens.end_char, ner.classes[entity.class_id])
+                rows.append((logits[entity.row], entity.class_id, span in gold))
     return stack_entity_logits(rows, len(ner.classes))

@@ -90,11 +90,11 @@ class EntityPredictor:
                 records.append((doc_id, text, doc_id, row))
             else:
                 failed[row] = f"{self.text_column!r} is {'null' if text is None else type(text).__name__}, not a string"
-        result = self.worker.run(annotate_records, records, batch_size=self.batch_size, scores_key=self.scores_key)
+        result = self.worker.run(annotate_records, records, batch_size=self.batch_size, scores_key=self.scores_key).result
         notes: Dict[int, List[str]] = {row: [reason] for row, reason in failed.items()}
-        for bad in result["bad_lines"] + result["truncated"]:
+        for bad in result.bad_lines + result.truncated:
             notes.setdefault(bad.line, []).append(bad.reason)
-        return _with_errors(result["table"], ids, notes)
+        return _with_errors(result.table, ids, notes)
 
     def _columns(self, batch: Any) -> "tuple[list, list]":
         if isinstance(batch, pyarrow.Table):

@@ -4,7 +4,8 @@ A run owns an output folder. `open_output` checks that the folder is this run's
 (`_manifest.json`: what its outputs are made from) and removes the temporaries a killed
 run left; `run_partitions` then walks the input's partitions in order, keeps those
 already finished, and has an engine's workers process the others, each result written
-as it comes back (by this process, or by the worker itself). Every output file is
+as it comes back (by this process, or by the worker itself): what to keep, what a
+worker gets and what becomes of a result is the run's own (`PartitionRun`). Every output file is
 written atomically (spacy_maral.fileio), so a killed run loses at most the partitions
 in flight, and the same command started again ends with exactly the output of an
 uninterrupted run.
@@ -12,21 +13,25 @@ uninterrupted run.
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, Iterable, Iterator, Optional, Protocol, Sequence, Tuple, TypeVar, Union
 
 from spacy_maral.fileio import atomic_write_text, remove_stale_temporaries
-from spacy_maral.inference.engines.base import Task
+from spacy_maral.inference.engines.base import Done, Engine, Task
 
 MANIFEST = "_manifest.json"
-P = TypeVar("P")
+# what a run's outputs are made from (JSON): input files, model, the settings that change them
+Manifest = Dict[str, object]
+Part = TypeVar("Part")  # a partition as the run knows it
+Payload = TypeVar("Payload")  # what a worker gets of it
+Result = TypeVar("Result")  # what the worker's task returns
 
 
-def model_files(model: Any) -> str:
+def model_files(model: Union[str, Path]) -> str:
     """SHA-256 of a model's files as they are now (each file's path within the model, size
     and modification time), so that a model changed in place (retrained, or calibrated
     into the same folder) is another model for a manifest.
 
-    model (Any): a pipeline directory, or an installed package name (its package folder).
+    model (Union[str, Path]): a pipeline directory, or an installed package name (its package folder).
     RETURNS (str): the digest ("" for a name that is neither: nothing to fingerprint).
     """
     path = Path(str(model))
@@ -44,11 +49,11 @@ def model_files(model: Any) -> str:
     return digest.hexdigest()
 
 
-def manifest_digest(manifest: Dict[str, Any]) -> str:
+def manifest_digest(manifest: Manifest) -> str:
     """SHA-256 of a manifest (its JSON with sorted keys): stored with every partition or
     shard, so that a kept piece is one of this run's (same input and settings).
 
-    manifest (Dict[str, Any]): what the outputs are made from (check_manifest).
+    manifest (Manifest): what the outputs are made from (check_manifest).
     """
     return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode("utf8")).hexdigest()
 
@@ -67,7 +72,7 @@ def content_digest(parts: Iterable[bytes]) -> str:
 
 
 def check_manifest(
-    output_dir: Path, manifest: Dict[str, Any], run: str, outputs: str,
+    output_dir: Path, manifest: Manifest, run: str, outputs: str,
     remedy: str = "use a new output directory, or delete it",
 ) -> None:
     """Write OUTPUT/_manifest.json, or check that the one there describes this run, so that
@@ -75,7 +80,7 @@ def check_manifest(
     settings).
 
     output_dir (Path): the output directory of a resumable run.
-    manifest (Dict[str, Any]): what the outputs are made from (JSON-serializable): the
+    manifest (Manifest): what the outputs are made from (JSON-serializable): the
         input files (name, size, mtime), the model, the settings that change them.
     run (str): the command's name, for the error message (e.g. "annotate").
     outputs (str): glob of the output files a resumed run keeps (e.g. "part-*.parquet").
@@ -108,7 +113,7 @@ def check_manifest(
 
 def open_output(
     output_dir: Path,
-    manifest: Dict[str, Any],
+    manifest: Manifest,
     *,
     run: str,
     outputs: str,
@@ -121,7 +126,7 @@ def open_output(
     the temporary files a killed run left there.
 
     output_dir (Path): the run's output folder.
-    manifest (Dict[str, Any]): what the outputs are made from (check_manifest).
+    manifest (Manifest): what the outputs are made from (check_manifest).
     run (str): the command's name, for messages.
     outputs (str): glob of the output files a resumed run keeps.
     overwrite (bool): when the folder holds another run's outputs, delete them (the
@@ -154,61 +159,48 @@ def open_output(
     return output_dir
 
 
+class PartitionRun(Protocol[Part, Payload, Result]):
+    """A resumable run's part in run_partitions: which partitions are finished already,
+    what a worker gets of the others, and what becomes of a worker's result.
+
+    annotate's run keeps nothing here (its workers check, write and keep their own
+    partitions: on a cluster too); pseudo-label's run keeps and writes the shards here.
+    """
+
+    def reuse(self, part: Part) -> bool:
+        """True when `part` is finished on disk already: the run counts it as kept, and no
+        worker processes it again."""
+        ...
+
+    def payload(self, part: Part) -> Payload:
+        """What a worker gets to process `part`."""
+        ...
+
+    def finish(self, part: Part, done: Done[Result]) -> None:
+        """A worker processed `part`: write what this process writes of it, count it."""
+        ...
+
+
 def run_partitions(
-    engine: Any,
-    task: Task,
-    partitions: Iterable[P],
-    *,
-    on_done: Callable[[P, Dict[str, Any], bool], None],
-    finished: Optional[Callable[[P], Optional[Dict[str, Any]]]] = None,
-    prepare: Optional[Callable[[P], Any]] = None,
-    write: Optional[Callable[[P, Optional[Dict[str, Any]]], Dict[str, Any]]] = None,
-    **task_settings: Any,
+    engine: Engine,
+    task: Task[Result],
+    run: PartitionRun[Part, Payload, Result],
+    partitions: Iterable[Part],
+    **settings: object,
 ) -> None:
     """Process the partitions that are not finished yet, in input order, with `engine`.
 
-    A partition is kept or written either here, by this process (pseudo-label: the
-    driver holds the output), or by the worker itself (annotate: each worker reads its
-    own lines and writes its own file, on a cluster too); then `finished`, `prepare` and
-    `write` are left out, the payload is the partition and the task's result is its
-    metadata.
-
-    engine: an entered engine (spacy_maral.inference.engines): its `map` runs `task`.
-    task (Task): the workers' function, task(nlp, payload, **task_settings).
-    partitions (Iterable[P]): the input's partitions, read lazily.
-    on_done (Callable): called with (partition, metadata, kept) for each partition, kept
-        ones as they are found, written ones as they are written (not in input order).
-        With the worker deciding, `kept` is its result's "kept".
-    finished (Optional[Callable]): the metadata of a partition already on disk and
-        complete, or None (it is processed again). None: the worker checks.
-    prepare (Optional[Callable]): the payload for a worker; None when there is nothing
-        for a worker to do (write is then called with None). None: the partition itself.
-    write (Optional[Callable]): writes a partition's result (atomically); returns its
-        metadata. None: the worker wrote it, and its result is the metadata.
-    task_settings: passed on to `task`.
+    engine (Engine): an entered engine: its workers run `task`.
+    task (Task[Result]): the workers' function, task(nlp, payload, **settings).
+    run (PartitionRun): what is kept, what a worker gets, what becomes of its result.
+    partitions (Iterable[Part]): the input's partitions, read lazily.
+    settings: passed on to `task`.
     """
 
-    hooks = (finished, prepare, write)
-    if any(h is None for h in hooks) and any(h is not None for h in hooks):
-        raise TypeError(
-            "run_partitions: give finished, prepare and write together (this process keeps and writes) "
-            "or none of them (the worker does)"
-        )
-
-    def pending() -> Iterator[Tuple[P, Any]]:
+    def pending() -> Iterator[Tuple[Part, Payload]]:
         for part in partitions:
-            meta = finished(part) if finished is not None else None
-            if meta is not None:
-                on_done(part, meta, True)
-                continue
-            payload = prepare(part) if prepare is not None else part
-            if payload is None and write is not None:
-                on_done(part, write(part, None), False)
-                continue
-            yield part, payload
+            if not run.reuse(part):
+                yield part, run.payload(part)
 
-    for part, result in engine.map(task, pending(), **task_settings):
-        if write is not None:
-            on_done(part, write(part, result), False)
-        else:
-            on_done(part, result, bool(result.get("kept", False)))
+    for part, done in engine.map(task, pending(), **settings):
+        run.finish(part, done)

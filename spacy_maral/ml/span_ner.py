@@ -398,16 +398,6 @@ def _no_backprop(d_logits: Floats2d) -> List[Doc]:
     raise ValueError("SpanNER: a prediction (is_train=False) has no gradient; use begin_update to train")
 
 
-def span_width_histogram(docs: Sequence[Doc], max_width: int) -> Tuple[int, int]:
-    """Count gold entities, and those wider than max_width, in reference docs."""
-    total = wide = 0
-    for doc in docs:
-        for ent in doc.ents:
-            total += 1
-            wide += len(ent) > max_width
-    return total, wide
-
-
 def copy_span_ner_weights(model: Model, classes: Sequence[str], other: Model, other_classes: Sequence[str]) -> None:
     """Copy the weights and class statistics of another SpanNER model into `model`.
 

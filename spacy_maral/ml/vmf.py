@@ -12,14 +12,13 @@ Both run in float64 with plain torch operations, so the same code runs on CPU an
 The derivative d/dk log I_v(k) = I_{v+1}(k) / I_v(k) + v / k is computed from the same
 function (autograd.Function), never by differentiating through the series.
 """
-import logging
 import math
 from typing import List, Sequence, Tuple
 
 import numpy
 import torch
 
-logger = logging.getLogger("spacy_maral")
+from spacy_maral.util import logger
 
 SERIES_MAX_ARG = 50.0
 SERIES_TERMS = 160

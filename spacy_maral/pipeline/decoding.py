@@ -1,66 +1,20 @@
-"""Non-overlapping decoding of span predictions (docs/method.md, section 4).
-
-Each span takes its argmax class; non-O spans are kept greedily in order of falling
-probability, and a span is kept only when none of its tokens is already covered.
-(The authors' pruning always kept the last entity span even when it overlapped; this
-interval check has no such case.)
+"""Decoding the entities of a batch of Docs: the spans that can't be entities masked
+(whitespace, characters that are not text), then each doc decoded into non-overlapping
+entities (spacy_maral.ml.decoding), and the reported entity scores at a temperature.
 """
-from typing import List, Sequence, Tuple
+from typing import List, Sequence
 
 import numpy
 import scipy.special
 from spacy.attrs import IS_SPACE
 from spacy.tokens import Doc
 
+from spacy_maral.ml.decoding import DecodedEntity, decode_doc
 from spacy_maral.ml.spans import doc_span_slices
 from spacy_maral.pipeline.nontext import entity_bounds
 
-NON_ENTITY = 0
 
-
-def decode_doc(
-    starts: numpy.ndarray,
-    ends: numpy.ndarray,
-    probs: numpy.ndarray,
-    n_tokens: int,
-) -> List[Tuple[int, int, int, float]]:
-    """Decode one doc's spans into non-overlapping entities.
-
-    starts (numpy.ndarray): (n,) span starts (token index).
-    ends (numpy.ndarray): (n,) span ends (exclusive).
-    probs (numpy.ndarray): (n, C) class probabilities; column 0 is O.
-    n_tokens (int): the doc's length.
-    RETURNS (List[Tuple[int, int, int, float]]): (start, end, class index, probability)
-        of the kept entities, sorted by start.
-    """
-    return [kept[:4] for kept in decode_doc_rows(starts, ends, probs, n_tokens)]
-
-
-def decode_doc_rows(
-    starts: numpy.ndarray, ends: numpy.ndarray, probs: numpy.ndarray, n_tokens: int
-) -> List[Tuple[int, int, int, float, int]]:
-    """decode_doc, with the row (index into starts, ends, probs) of each kept entity last."""
-    if probs.shape[0] == 0:
-        return []
-    best = probs.argmax(axis=1)
-    best_prob = probs[numpy.arange(probs.shape[0]), best]
-    candidates = numpy.flatnonzero(best != NON_ENTITY)
-    if candidates.shape[0] == 0:
-        return []
-    # Stable sort: ties are broken by enumeration order (shorter, then earlier spans).
-    order = candidates[numpy.argsort(-best_prob[candidates], kind="stable")]
-    taken = numpy.zeros(n_tokens, dtype=bool)
-    kept: List[Tuple[int, int, int, float, int]] = []
-    for i in order:
-        s, e = int(starts[i]), int(ends[i])
-        if not taken[s:e].any():
-            taken[s:e] = True
-            kept.append((s, e, int(best[i]), float(best_prob[i]), int(i)))
-    kept.sort()
-    return kept
-
-
-def decode_docs(docs: Sequence[Doc], spans: numpy.ndarray, probs: numpy.ndarray) -> List[List[Tuple[int, int, int, float, int]]]:
+def decode_docs(docs: Sequence[Doc], spans: numpy.ndarray, probs: numpy.ndarray) -> List[List[DecodedEntity]]:
     """The non-overlapping entities of each doc of a batch (decode_doc per doc, with the
     spans that can't be entities masked: mask_unfit_spans).
 
@@ -69,14 +23,14 @@ def decode_docs(docs: Sequence[Doc], spans: numpy.ndarray, probs: numpy.ndarray)
         doc by doc, as in SpanScores.
     probs (numpy.ndarray): (n_spans, C) the spans' class probabilities, O first (one
         model's, or the average of several models' over the same spans).
-    RETURNS (List[List[Tuple[int, int, int, float, int]]]): per doc, (start, end, class
-        index, probability, row of the span in `spans`) of every kept entity, by start.
+    RETURNS (List[List[DecodedEntity]]): per doc, every kept entity by start, its row
+        that of its span in `spans`.
     """
     out = []
     for doc, sl in zip(docs, doc_span_slices(len(docs), spans)):
         doc_spans = spans[sl]
-        kept = decode_doc_rows(doc_spans[:, 1], doc_spans[:, 2], mask_unfit_spans(doc, doc_spans, probs[sl]), len(doc))
-        out.append([(s, e, c, p, sl.start + i) for s, e, c, p, i in kept])
+        kept = decode_doc(doc_spans[:, 1], doc_spans[:, 2], mask_unfit_spans(doc, doc_spans, probs[sl]), len(doc))
+        out.append([entity._replace(row=sl.start + entity.row) for entity in kept])
     return out
 
 
@@ -131,19 +85,19 @@ def tempered_scores(logits: numpy.ndarray, classes: numpy.ndarray, temperature: 
 
 
 def tempered_entity_scores(
-    decision_logits: numpy.ndarray, kept: Sequence[Tuple[int, int, int, float, int]], temperature: float
+    decision_logits: numpy.ndarray, kept: Sequence[DecodedEntity], temperature: float
 ) -> List[float]:
     """The reported score of each kept entity: softmax(decision logits / T)[class].
 
     decision_logits (numpy.ndarray): (n_spans, C) logits of the decision rule.
-    kept (Sequence[Tuple[int, int, int, float, int]]): (start, end, class, probability,
-        row) of each kept entity (MaralNER.decode).
+    kept (Sequence[DecodedEntity]): the kept entities, rows into decision_logits
+        (MaralNER.decode).
     temperature (float): T (1.0: the probabilities as decoded).
     """
     if not kept:
         return []
     if temperature == 1.0:
-        return [float(p) for _, _, _, p, _ in kept]
-    rows = numpy.asarray([r for *_, r in kept], dtype=numpy.int64)
-    classes = numpy.asarray([c for _, _, c, _, _ in kept], dtype=numpy.int64)
+        return [float(entity.prob) for entity in kept]
+    rows = numpy.asarray([entity.row for entity in kept], dtype=numpy.int64)
+    classes = numpy.asarray([entity.class_id for entity in kept], dtype=numpy.int64)
     return [float(p) for p in tempered_scores(decision_logits[rows], classes, temperature)]

@@ -34,7 +34,7 @@ from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer, PyTorchWrapper
 
-from spacy_maral.training.stage2.examples import is_target
+from spacy_maral.adaptation.examples import is_target
 from spacy_maral.util import logger
 
 IGNORE_INDEX = -100

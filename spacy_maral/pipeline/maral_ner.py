@@ -19,7 +19,9 @@ from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer, get_array_module, xp2torch
 
-from spacy_maral.inference.threads import install_fork_guard
+from spacy_maral.adaptation.examples import Stage2Corpus
+from spacy_maral.adaptation.progressive import AdaptationSettings, ProgressiveAdaptation
+from spacy_maral.ml.decoding import DecodedEntity
 from spacy_maral.ml.loss import ReweightedVMFLoss
 from spacy_maral.ml.span_ner import CLASSES_ATTR, DEFAULT_MODEL, SpanScores, build_head, copy_span_ner_weights, get_span_head
 from spacy_maral.ml.vmf import collapsed_class_pairs, warn_collapsed
@@ -28,8 +30,7 @@ from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
 from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, NON_ENTITY_LABEL, checked_cfg, load_weights, read_cfg
 from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, words_without_subwords
 from spacy_maral.pipeline.tokenizer import refuse_unencodable, unencodable_error
-from spacy_maral.training.stage2.adapter import AdaptationSettings, Adapter
-from spacy_maral.training.stage2.examples import Stage2Corpus
+from spacy_maral.threads import install_fork_guard
 from spacy_maral.util import logger
 
 
@@ -105,7 +106,7 @@ class MaralNER(TrainablePipe):
             "labels": [], "spans_key": spans_key, "loss_state": {}, "nI": None, "format_version": FORMAT_VERSION,
         }
         self.inference_tau = inference_tau
-        self.adapter = Adapter(adaptation) if adaptation is not None else None
+        self.adaptation = ProgressiveAdaptation(adaptation) if adaptation is not None else None
         self._warned_no_subwords = False
         install_fork_guard()  # nlp.pipe(n_process=N) forks this process
 
@@ -219,18 +220,18 @@ class MaralNER(TrainablePipe):
         """
         return softmax(self.decision_logits(scores))
 
-    def decode(self, docs: Sequence[Doc], scores: SpanScores) -> List[List[Tuple[int, int, int, float, int]]]:
+    def decode(self, docs: Sequence[Doc], scores: SpanScores) -> List[List[DecodedEntity]]:
         """The non-overlapping entities of each doc.
 
         docs (Sequence[Doc]): the docs scored.
         scores (SpanScores): their span scores (from predict).
-        RETURNS (List[List[Tuple[int, int, int, float, int]]]): per doc, (start, end,
-            class index, probability, row of the span in scores) of every kept entity,
-            by start. The probability is the uncalibrated one (see `entity_scores`).
+        RETURNS (List[List[DecodedEntity]]): per doc, every kept entity by start, its
+            row that of its span in scores. The probability is the uncalibrated one
+            (see `entity_scores`).
         """
         return decode_docs(docs, scores.spans, self.probabilities(scores))
 
-    def entity_scores(self, scores: SpanScores, kept: Sequence[Tuple[int, int, int, float, int]]) -> List[float]:
+    def entity_scores(self, scores: SpanScores, kept: Sequence[DecodedEntity]) -> List[float]:
         """The reported score of each kept entity: softmax(decision logits / T)[class]."""
         return tempered_entity_scores(self.decision_logits(scores), kept, self.score_temperature)
 
@@ -275,9 +276,9 @@ class MaralNER(TrainablePipe):
         labels, mask = self.gold_span_labels(examples, scores)
         loss, d_logits = self.get_loss(examples, scores, labels=labels, mask=mask)
         terms = None
-        if self.adapter is not None:  # stage 2: the target loss of the batch's target sentences
+        if self.adaptation is not None:  # stage 2: the target loss of the batch's target sentences
             ops = self.model.ops
-            terms = self.adapter.target_terms(examples, scores.spans, ops.to_numpy(scores.logits))
+            terms = self.adaptation.target_terms(examples, scores.spans, ops.to_numpy(scores.logits))
             loss += terms.loss
             d_logits = d_logits + ops.asarray2f(terms.d_logits)
         backprop(d_logits)
@@ -288,7 +289,7 @@ class MaralNER(TrainablePipe):
         self.accumulate_class_stats(scores, labels, mask)
         if terms is not None:
             ops = self.model.ops
-            self.adapter.after_update(terms, ops.to_numpy(scores.logits), ops.to_numpy(scores.vectors), labels, mask)
+            self.adaptation.after_update(terms, ops.to_numpy(scores.logits), ops.to_numpy(scores.vectors), labels, mask)
         losses[self.name] += loss
         return losses
 
@@ -314,8 +315,8 @@ class MaralNER(TrainablePipe):
         mu, _ = head.class_distributions()
         cosines = (mu @ mu.T).cpu().numpy()
         warn_collapsed(collapsed_class_pairs(cosines, self.classes))
-        if self.adapter is not None and self.adapter.store is not None:
-            self.adapter.end_epoch(class_cosines=cosines, classes=self.classes)
+        if self.adaptation is not None and self.adaptation.store is not None:
+            self.adaptation.end_epoch(class_cosines=cosines, classes=self.classes)
 
     def gold_span_labels(self, examples: Sequence[Example], scores: SpanScores) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """The class and mask of every enumerated span from the reference entities
@@ -358,7 +359,7 @@ class MaralNER(TrainablePipe):
             weights, its target sentences the soft labels.
         """
         validate_get_examples(get_examples, "MaralNER.initialize")
-        if self.adapter is not None:
+        if self.adaptation is not None:
             if adaptation_corpus is None:
                 raise ValueError(
                     f"maral_ner '{self.name}' has an adaptation block (stage 2) but no stage-2 corpus to "
@@ -402,8 +403,8 @@ class MaralNER(TrainablePipe):
         self.model.initialize(X=sample)
         self.model.attrs[CLASSES_ATTR] = list(self.classes)  # saved with the weights, checked on load
         self.cfg["nI"] = self.model.get_dim("nI")
-        if self.adapter is not None and adaptation_corpus is not None and nlp is not None:
-            self.adapter.initialize(adaptation_corpus.target_examples(nlp), self.classes, self.max_width)
+        if self.adaptation is not None and adaptation_corpus is not None and nlp is not None:
+            self.adaptation.initialize(adaptation_corpus.target_examples(nlp), self.classes, self.max_width)
 
     def copy_weights_from(self, other: "MaralNER") -> None:
         """Start from the weights and class statistics of another maral_ner (a warm start).
@@ -433,8 +434,8 @@ class MaralNER(TrainablePipe):
     def drop_adaptation_state(self) -> None:
         """Forget the student's training-only state (soft labels, neighbour index), so
         that a pipeline exported for packaging carries only what prediction needs."""
-        if self.adapter is not None:
-            self.adapter.store = None
+        if self.adaptation is not None:
+            self.adaptation.store = None
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         self._validate_serialization_attrs()
@@ -463,8 +464,8 @@ class MaralNER(TrainablePipe):
             "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
             "model": lambda p: self.model.to_disk(p),
         }
-        if self.adapter is not None and self.adapter.store is not None:
-            serialize["adaptation"] = lambda p: self.adapter.save(p)  # type: ignore[union-attr]
+        if self.adaptation is not None and self.adaptation.store is not None:
+            serialize["adaptation"] = lambda p: self.adaptation.save(p)  # type: ignore[union-attr]
         util.to_disk(path, serialize, exclude)
 
     def from_disk(self, path, *, exclude: Iterable[str] = tuple()) -> "MaralNER":
@@ -477,8 +478,8 @@ class MaralNER(TrainablePipe):
         if (path / "vocab").exists() and "vocab" not in exclude:
             self.vocab.from_disk(path / "vocab", exclude=exclude)
         load_weights(self.model, path / "model", self.classes, path / "cfg", path / "model", self.name)
-        if self.adapter is not None and (path / "adaptation").exists() and "adaptation" not in exclude:
-            self.adapter.load(path / "adaptation")
+        if self.adaptation is not None and (path / "adaptation").exists() and "adaptation" not in exclude:
+            self.adaptation.load(path / "adaptation")
         return self
 
 

@@ -16,9 +16,9 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span, SpanGroup
 from spacy.training import Example
 
+from spacy_maral.adaptation.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, TARGET_INDEX_KEY
 from spacy_maral.corpora.docbin import bare_copy, read_docs
 from spacy_maral.pipeline.tokenizer import language_tokenizer
-from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, TARGET_INDEX_KEY
 from spacy_maral.util import registry
 
 

@@ -38,18 +38,19 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Dict, List, Optional, Union
 
 from tqdm import tqdm
 
 from spacy_maral.fileio import atomic_write_text
 from spacy_maral.inference.annotate.inputs import InputFile, input_files
 from spacy_maral.inference.annotate.output import ERRORS, PARTITIONS, SUMMARY, merge_errors
-from spacy_maral.inference.annotate.plan import FileIndex, index_file, plan_partitions, refuse_repeated_ids
-from spacy_maral.inference.annotate.task import annotate_partition
-from spacy_maral.inference.engines.base import model_id
+from spacy_maral.inference.annotate.plan import FileIndex, PartitionPlan, index_file, plan_partitions, refuse_repeated_ids
+from spacy_maral.inference.annotate.task import AnnotatedPartition, annotate_partition
+from spacy_maral.inference.engines.base import Done, Engine, model_id
+from spacy_maral.inference.engines.ray import RayEngine
 from spacy_maral.inference.lock import folder_lock
-from spacy_maral.inference.runner import manifest_digest, model_files, open_output, run_partitions
+from spacy_maral.inference.runner import Manifest, manifest_digest, model_files, open_output, run_partitions
 from spacy_maral.pipeline.entity_scores import check_scores_key
 from spacy_maral.pipeline.folder import pipeline_config, pipeline_folder
 from spacy_maral.util import logger
@@ -58,7 +59,7 @@ EXIT_BAD_LINES = 3
 LOGGED_BAD_LINES = 20
 
 
-def check_model_scores_key(model: Any, scores_key: Optional[str]) -> None:
+def check_model_scores_key(model: Union[str, Path], scores_key: Optional[str]) -> None:
     """Before any work: `scores_key` (None: the pipeline's own) must be a doc.spans key a
     component of `model` writes, read from its config without loading it; a model not
     found here (a path only the cluster's nodes have) is left to its loading.
@@ -97,7 +98,7 @@ class AnnotateStats:
 
 
 def annotate(
-    engine,
+    engine: Engine,
     input_path: Union[str, Path],
     output_dir: Union[str, Path],
     *,
@@ -112,7 +113,7 @@ def annotate(
 ) -> AnnotateStats:
     """Annotate a corpus, partition by partition, with an engine's workers.
 
-    engine: an engine from spacy_maral.inference.engines.base.make_engine (already entered); its
+    engine (Engine): an entered engine (spacy_maral.inference.engines.make_engine); its
         spec.model is the pipeline.
     input_path (Union[str, Path]): a text, JSONL or Parquet file, or a directory of them: a
         local path, or a URI of a filesystem pyarrow supports (s3://bucket/corpus/).
@@ -145,7 +146,7 @@ def annotate(
         "partition_size": partition_size, "model": model_id(engine.spec.model),
         "model_files": model_files(engine.spec.model),  # a model changed in place is another model
         "text_field": text_field, "id_field": id_field, "scores_key": scores_key,
-        "precision": getattr(engine.spec, "precision", "auto"),
+        "precision": engine.spec.precision,
     }
     with folder_lock(output_dir, run="annotate"):  # one run at a time in a folder
         return _annotate_owned(engine, files, output_dir, manifest, text_field=text_field, id_field=id_field,
@@ -154,7 +155,7 @@ def annotate(
 
 
 def _annotate_owned(
-    engine, files: List[Any], output_dir: Path, manifest: Dict[str, Any], *, text_field: str, id_field: str,
+    engine: Engine, files: List[InputFile], output_dir: Path, manifest: Manifest, *, text_field: str, id_field: str,
     partition_size: int, batch_size: int, sort_buffer: int, scores_key: Optional[str], progress: bool, start_time: float,
 ) -> AnnotateStats:
     """annotate's run in a folder it holds the lock of (see annotate for the arguments):
@@ -168,25 +169,44 @@ def _annotate_owned(
     plans = plan_partitions(indexes, partition_size)
     settings = dict(output_dir=str(output_dir), run_digest=manifest_digest(manifest), text_field=text_field,
                     id_field=id_field, batch_size=batch_size, scores_key=scores_key, sort_buffer=sort_buffer)
-    bar = tqdm(desc="annotating", unit="line", disable=not progress)
-    try:
-        def done(plan: Any, result: Dict[str, Any], _kept: bool) -> None:  # the worker kept or wrote it
-            _add(stats, result, output_dir)
-            bar.update(result["meta"]["lines"])
-
-        run_partitions(engine, annotate_partition, plans, on_done=done, **settings)
-    finally:
-        bar.close()
+    with tqdm(desc="annotating", unit="line", disable=not progress) as bar:
+        run_partitions(engine, annotate_partition, AnnotateRun(stats, output_dir, bar), plans, **settings)
     stats.seconds = round(time.perf_counter() - start_time, 2)
     stats.first_bad_lines = [str(b) for b in merge_errors(output_dir, LOGGED_BAD_LINES)]
     atomic_write_text(output_dir / SUMMARY, json.dumps(stats.to_dict(), indent=2))
     return stats
 
 
-def index_files(engine, files: List[InputFile], text_field: str, id_field: str) -> List[FileIndex]:
+class AnnotateRun:
+    """annotate's part in run_partitions (runner.PartitionRun): every partition goes to a
+    worker as its plan, and the worker keeps or writes it; this process adds up the
+    summaries that come back.
+
+    stats (AnnotateStats): the run's counts, added to.
+    output_dir (Path): the output folder (named in the log of bad lines).
+    bar (tqdm): the progress bar, in lines.
+    """
+
+    def __init__(self, stats: AnnotateStats, output_dir: Path, bar: tqdm) -> None:
+        self.stats = stats
+        self.output_dir = output_dir
+        self.bar = bar
+
+    def reuse(self, plan: PartitionPlan) -> bool:
+        return False  # the worker checks
+
+    def payload(self, plan: PartitionPlan) -> PartitionPlan:
+        return plan
+
+    def finish(self, plan: PartitionPlan, done: Done[AnnotatedPartition]) -> None:
+        _add(self.stats, done, self.output_dir)
+        self.bar.update(done.result.lines)
+
+
+def index_files(engine: Engine, files: List[InputFile], text_field: str, id_field: str) -> List[FileIndex]:
     """Every input file's line count and checkpoints: counted here for the local engines
     (this machine's files), by Ray tasks on the cluster for the Ray engine."""
-    if getattr(engine, "name", "") != "ray":
+    if not isinstance(engine, RayEngine) or engine.ray is None:
         return [index_file(f, text_field, id_field) for f in files]
     ray = engine.ray
     count = ray.remote(num_cpus=1)(index_file)
@@ -199,25 +219,24 @@ def index_files(engine, files: List[InputFile], text_field: str, id_field: str) 
         raise
 
 
-def _add(stats: AnnotateStats, result: Dict[str, Any], output_dir: Path) -> None:
+def _add(stats: AnnotateStats, done: Done[AnnotatedPartition], output_dir: Path) -> None:
     """Add one partition's summary (annotate_partition's result) to the run's counts."""
-    meta = result["meta"]
-    stats.lines += meta["lines"]
-    stats.documents += meta["documents"]
-    stats.entities += meta["entities"]
-    stats.bad_lines += meta.get("bad_lines", 0)
-    stats.truncated_documents += meta.get("truncated", 0)
-    stats.words_without_subwords += result["words_without_subwords"]
-    if result["kept"]:
+    part, worker = done.result, done.worker
+    stats.lines += part.lines
+    stats.documents += part.documents
+    stats.entities += part.entities
+    stats.bad_lines += part.bad_lines
+    stats.truncated_documents += part.truncated
+    stats.words_without_subwords += part.words_without_subwords
+    if part.kept:
         stats.partitions_kept += 1
     else:
         stats.partitions_written += 1
-    if "pid" in result:
-        pid = str(result["pid"])
-        stats.workers[pid] = max(stats.workers.get(pid, 0.0), result["peak_rss_mb"])
-        stats.workers_rss[pid] = result["rss_mb"]
-        stats.workers_cpu_s[pid] = round(stats.workers_cpu_s.get(pid, 0.0) + result["cpu_seconds"], 2)
-    for line in result["first_bad"]:
+    pid = str(worker.pid)
+    stats.workers[pid] = max(stats.workers.get(pid, 0.0), worker.peak_rss_mb)
+    stats.workers_rss[pid] = worker.rss_mb
+    stats.workers_cpu_s[pid] = round(stats.workers_cpu_s.get(pid, 0.0) + worker.cpu_seconds, 2)
+    for line in part.first_bad:
         if len(stats.first_bad_lines) < LOGGED_BAD_LINES:
             stats.first_bad_lines.append(line)
             logger.warning("skipped %s", line)

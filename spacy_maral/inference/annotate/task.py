@@ -4,17 +4,42 @@ and write its Parquet file and its bad lines. Every engine runs this task, so th
 driver only plans partitions and adds up the small summaries that come back.
 """
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from spacy.language import Language
 
 from spacy_maral.inference.annotate.inputs import BadLine, parse_partition, partition_digest
 from spacy_maral.inference.annotate.output import errors_path, finished_partition, write_partition
 from spacy_maral.inference.annotate.plan import PartitionPlan, load_partition
-from spacy_maral.inference.annotate.worker import OUTPUT_SCHEMA, annotate_records
+from spacy_maral.inference.annotate.worker import OUTPUT_SCHEMA, AnnotatedRecords, annotate_records
 
 FIRST_BAD_LINES = 20  # bad lines a partition's summary names (all are in its errors file)
+
+
+@dataclass
+class AnnotatedPartition:
+    """The summary of one partition that a worker sends back to the driver.
+
+    kept (bool): the output folder held it already (same input, same run).
+    lines (int): its input lines.
+    documents (int): the documents annotated.
+    entities (int): the entity rows written.
+    bad_lines (int): the bad lines (in its errors file).
+    truncated (int): the documents with words the encoder gave no subword.
+    words_without_subwords (int): those words.
+    first_bad (List[str]): the first FIRST_BAD_LINES of its bad lines, as text.
+    """
+
+    kept: bool
+    lines: int
+    documents: int
+    entities: int
+    bad_lines: int
+    truncated: int
+    words_without_subwords: int
+    first_bad: List[str]
 
 
 def annotate_partition(
@@ -28,7 +53,7 @@ def annotate_partition(
     batch_size: int = 64,
     scores_key: Optional[str] = None,
     sort_buffer: int = 0,
-) -> Dict[str, Any]:
+) -> AnnotatedPartition:
     """Process one planned partition (a worker's task: PipelineWorker.run).
 
     nlp (Language): the pipeline.
@@ -41,9 +66,7 @@ def annotate_partition(
     batch_size (int): documents per nlp.pipe batch.
     scores_key (Optional[str]): doc.spans key with the scores.
     sort_buffer (int): documents sorted by length together (0: the partition).
-    RETURNS (Dict[str, Any]): "meta" (the partition's metadata: lines, documents,
-        entities, bad_lines, truncated...), "kept" (it was on disk already),
-        "words_without_subwords" and "first_bad" (the first bad lines, as text).
+    RETURNS (AnnotatedPartition): its summary.
     """
     out = Path(output_dir)
     part = load_partition(plan, text_field, id_field)
@@ -59,16 +82,19 @@ def annotate_partition(
     if records:
         result = annotate_records(nlp, records, batch_size=batch_size, scores_key=scores_key, sort_buffer=sort_buffer)
     else:
-        result = {"table": OUTPUT_SCHEMA.empty_table(), "documents": 0, "entities": 0, "bad_lines": [], "truncated": []}
+        result = AnnotatedRecords(OUTPUT_SCHEMA.empty_table(), documents=0, entities=0, bad_lines=[], truncated=[])
     order = {s.file.name: i for i, s in enumerate(plan.segments)}
-    bad = sorted(bad_input + result["bad_lines"] + result["truncated"], key=lambda b: (order.get(b.file, 0), b.line))
-    meta = {"partition": part.index, "lines": part.n_lines, "documents": result["documents"],
-            "entities": result["entities"], "bad_lines": sum(not b.truncated for b in bad),
+    bad = sorted(bad_input + result.bad_lines + result.truncated, key=lambda b: (order.get(b.file, 0), b.line))
+    meta = {"partition": part.index, "lines": part.n_lines, "documents": result.documents,
+            "entities": result.entities, "bad_lines": sum(not b.truncated for b in bad),
             "truncated": sum(b.truncated for b in bad), **identity}
-    write_partition(out, part.index, result["table"], meta, bad)
+    write_partition(out, part.index, result.table, meta, bad)
     return _summary(meta, bad, kept=False)
 
 
-def _summary(meta: Dict[str, Any], bad: List[BadLine], *, kept: bool) -> Dict[str, Any]:
-    return {"meta": meta, "kept": kept, "words_without_subwords": sum(b.words for b in bad),
-            "first_bad": [str(b) for b in bad[:FIRST_BAD_LINES]]}
+def _summary(meta: Dict[str, object], bad: List[BadLine], *, kept: bool) -> AnnotatedPartition:
+    """A partition's summary from the metadata it has on disk (an older partition's may
+    lack "bad_lines" or "truncated": 0) and its bad lines."""
+    counts = {key: int(meta.get(key) or 0) for key in ("lines", "documents", "entities", "bad_lines", "truncated")}
+    return AnnotatedPartition(kept=kept, **counts, words_without_subwords=sum(b.words for b in bad),
+                              first_bad=[str(b) for b in bad[:FIRST_BAD_LINES]])

@@ -1,6 +1,7 @@
 """annotate's worker task: a partition's records through the pipeline, into a table of
 entity rows (id, start, end, text, label, score)."""
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import pyarrow
 from spacy.language import Language
@@ -71,13 +72,32 @@ def rows_table(ids: List[str], rows: List[Rows]) -> pyarrow.Table:
     return pyarrow.Table.from_pydict(columns, schema=OUTPUT_SCHEMA)
 
 
+@dataclass
+class AnnotatedRecords:
+    """What the pipeline made of a partition's records.
+
+    table (pyarrow.Table): the entity rows (OUTPUT_SCHEMA), documents in order.
+    documents (int): the documents annotated.
+    entities (int): the entity rows.
+    bad_lines (List[BadLine]): the documents the pipeline failed on.
+    truncated (List[BadLine]): the documents with words the encoder gave no subword,
+        each with its id and number of such words.
+    """
+
+    table: pyarrow.Table
+    documents: int
+    entities: int
+    bad_lines: List[BadLine]
+    truncated: List[BadLine]
+
+
 def annotate_records(
     nlp: Language,
     records: Sequence[Record],
     batch_size: int = 64,
     scores_key: Optional[str] = None,
     sort_buffer: int = 0,
-) -> Dict[str, Any]:
+) -> AnnotatedRecords:
     """Run the pipeline over one partition's records: the worker's annotate task.
 
     The records are sorted by length and cut into batches (pipe_length_sorted); the rows
@@ -89,9 +109,7 @@ def annotate_records(
     batch_size (int): documents per nlp.pipe batch.
     scores_key (Optional[str]): doc.spans key with the scores (None: the pipeline's, spacy_maral.pipeline.entity_scores.scores_key).
     sort_buffer (int): documents sorted together (0 = the whole partition).
-    RETURNS (Dict[str, Any]): "table" (pyarrow.Table), "documents", "entities",
-        "bad_lines" (List[BadLine]) and "truncated" (List[BadLine]: the documents with
-        words the encoder gave no subword, each with its id and number of such words).
+    RETURNS (AnnotatedRecords): the entity rows, the counts and the bad lines.
     """
     key = scores_key if scores_key is not None else pipeline_scores_key(nlp)
     texts = [r[1] for r in records]
@@ -112,8 +130,7 @@ def annotate_records(
             raise batch_err
     table = rows_table([r[0] for r in records], [rows for rows, _ in results])
     truncated = [truncation_line(record, lost) for record, (_, lost) in zip(records, results) if lost]
-    return {"table": table, "documents": len(records) - len(bad), "entities": table.num_rows, "bad_lines": bad,
-            "truncated": truncated}
+    return AnnotatedRecords(table, documents=len(records) - len(bad), entities=table.num_rows, bad_lines=bad, truncated=truncated)
 
 
 def _runs_on_plain_text(nlp: Language) -> bool:

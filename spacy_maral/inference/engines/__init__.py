@@ -17,12 +17,12 @@ depend on that partition alone), so their outputs are identical.
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from spacy_maral.inference.engines.base import PipelineWorker, WorkerSpec, model_id
+from spacy_maral.inference.engines.base import Done, Engine, PipelineWorker, WorkerSpec, WorkerStats, model_id
 from spacy_maral.inference.engines.local import InProcessEngine, ProcessEngine
 from spacy_maral.inference.engines.ray import RayEngine
 from spacy_maral.util import logger
 
-__all__ = ["InProcessEngine", "PipelineWorker", "ProcessEngine", "RayEngine", "WorkerSpec", "make_engine"]
+__all__ = ["Done", "Engine", "InProcessEngine", "PipelineWorker", "ProcessEngine", "RayEngine", "WorkerSpec", "WorkerStats", "make_engine"]
 
 
 def make_engine(
@@ -34,14 +34,13 @@ def make_engine(
     gpu_id: int = -1,
     inference_tau: Optional[float] = None,
     precision: str = "auto",
-    nlp=None,
     address: Optional[str] = None,
     num_actors: int = 0,
     cpus_per_actor: int = 1,
     gpus_per_actor: float = 0.0,
     connect_timeout: float = 60.0,
     ensemble: Sequence[Union[str, Path]] = (),
-):
+) -> Engine:
     """The engine for a command line's --engine and its options.
 
     engine (str): "local" or "ray".
@@ -52,7 +51,6 @@ def make_engine(
     gpu_id (int): local engine: GPU to use (-1 = CPU).
     inference_tau (Optional[float]): override maral_ner's inference_tau.
     precision (str): the encoder's precision in the workers ("auto", "fp32", "bf16").
-    nlp (Optional[Language]): local engine, one process: the pipeline already loaded.
     address (Optional[str]): ray: cluster address ("auto" = the running cluster); None
         starts a local Ray instance for this run.
     num_actors (int): ray: actors (0 = as many as the cluster's CPUs, or GPUs, allow).
@@ -61,7 +59,7 @@ def make_engine(
     connect_timeout (float): ray: seconds to reach the cluster at `address` before failing.
     ensemble (Sequence[Union[str, Path]]): more pipelines each worker loads beside
         `model` (WorkerSpec.ensemble: pseudo-label's teacher ensemble).
-    RETURNS: an engine, to be used as a context manager.
+    RETURNS (Engine): the engine, to be entered: `with make_engine(...) as engine:`.
     """
     model = model_id(model)  # actors may start elsewhere: a directory's absolute path
     members = tuple(model_id(m) for m in ensemble)
@@ -69,7 +67,7 @@ def make_engine(
         spec = WorkerSpec(model=model, threads=threads, gpu_id=gpu_id, inference_tau=inference_tau, precision=precision, ensemble=members)
         if n_process > 1:
             return ProcessEngine(spec, n_process)
-        return InProcessEngine(spec, nlp=nlp)
+        return InProcessEngine(spec)
     if engine == "ray":
         if n_process > 1:
             logger.warning("--n-process is for the local engine; the Ray engine runs --num-actors actors")

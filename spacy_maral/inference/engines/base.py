@@ -1,5 +1,7 @@
 """What every engine runs: `PipelineWorker` loads a pipeline once and runs a task
-function on whole partitions; `WorkerSpec` says how it loads the pipeline.
+function on whole partitions; `WorkerSpec` says how it loads the pipeline; `Done` is a
+partition's result with the worker's measurements; `Engine` is what every engine offers
+(local.InProcessEngine, local.ProcessEngine, ray.RayEngine), used as a context manager.
 """
 import os
 import resource
@@ -7,24 +9,27 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Generic, Iterable, Iterator, Optional, Protocol, Sequence, Tuple, TypeVar, Union
 
-from spacy_maral.inference.threads import set_torch_threads
+from spacy.language import Language
+
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
 from spacy_maral.pipeline.maral_ner import find_maral_ner
+from spacy_maral.threads import set_torch_threads
+
+K = TypeVar("K")  # what the driver keeps of a partition while a worker runs it (the partition itself)
+P = TypeVar("P")  # a partition's payload, sent to a worker
+R = TypeVar("R")  # a task's result
+# a partition's work, a module-level function (it pickles by name): task(nlp, payload, **settings) -> result
+Task = Callable[..., R]
 
 
-def model_id(model: Any) -> str:
+def model_id(model: Union[str, Path]) -> str:
     """A model's identity: the resolved path of a pipeline directory (so that workers
     started elsewhere, and a manifest, see the same one), else the name as given (an
     installed package)."""
     path = Path(str(model))
     return str(path.resolve()) if path.exists() else str(model)
-
-
-# a partition's work: task(nlp, payload, **settings) -> result dict
-Task = Callable[..., Dict[str, Any]]
-Item = Tuple[Any, Any]  # (key kept on the driver, payload sent to a worker)
 
 
 @dataclass
@@ -53,6 +58,66 @@ class WorkerSpec:
     ensemble: Tuple[str, ...] = ()
 
 
+@dataclass
+class WorkerStats:
+    """What a worker measured while it processed one partition.
+
+    pid (int): the worker's process id.
+    peak_rss_mb (float): its peak memory so far (model loading included), in MB.
+    rss_mb (float): its memory after the partition, in MB.
+    seconds (float): the partition's wall time.
+    cpu_seconds (float): the partition's CPU time.
+    """
+
+    pid: int
+    peak_rss_mb: float
+    rss_mb: float
+    seconds: float
+    cpu_seconds: float
+
+
+@dataclass
+class Done(Generic[R]):
+    """A partition processed by a worker: the task's result and the worker's measurements."""
+
+    result: R
+    worker: WorkerStats
+
+
+class Engine(Protocol):
+    """What runs a task on the partitions of a corpus, on one or more workers that each
+    load the pipeline once. Enter it (`with make_engine(...) as engine:`) to start its
+    workers; leaving the block stops them.
+
+    name (str): "local" or "ray".
+    spec (WorkerSpec): how its workers load the pipeline.
+    """
+
+    name: str
+    spec: WorkerSpec
+
+    @property
+    def n_workers(self) -> int:
+        """How many workers run side by side."""
+        ...
+
+    def __enter__(self) -> "Engine":
+        ...
+
+    def __exit__(self, *exc: object) -> None:
+        ...
+
+    def map(self, task: Task[R], items: Iterable[Tuple[K, P]], **settings: object) -> Iterator[Tuple[K, Done[R]]]:
+        """Run `task` on every (key, payload), read lazily; yield (key, Done) as each
+        finishes (not necessarily in input order).
+
+        task (Task[R]): the partitions' work (PipelineWorker.run).
+        items (Iterable[Tuple[K, P]]): (key, payload) pairs; the key stays here.
+        settings: the task's settings (batch_size, ...).
+        """
+        ...
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far, in MB (ru_maxrss)."""
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -77,7 +142,7 @@ class PipelineWorker:
     ensemble (Optional[Sequence[Language]]): the spec's ensemble, already loaded (with `nlp`).
     """
 
-    def __init__(self, spec: WorkerSpec, nlp=None, ensemble: Optional[Sequence[Any]] = None) -> None:
+    def __init__(self, spec: WorkerSpec, nlp: Optional[Language] = None, ensemble: Optional[Sequence[Language]] = None) -> None:
         self.spec = spec
         set_torch_threads(spec.threads)
         if spec.gpu_id >= 0:
@@ -94,24 +159,24 @@ class PipelineWorker:
             for pipeline in [self.nlp, *self.ensemble]:
                 find_maral_ner(pipeline).inference_tau = spec.inference_tau
 
-    def run(self, task: Task, payload: Any, **kwargs) -> Dict[str, Any]:
+    def run(self, task: Task[R], payload: object, **settings: object) -> Done[R]:
         """Process one partition.
 
-        task (Task): a module-level function task(nlp, payload, **kwargs) -> dict (it
+        task (Task[R]): a module-level function task(nlp, payload, **settings) (it
             pickles by name, for worker processes and Ray actors), e.g.
-            `spacy_maral.inference.annotate.worker.annotate_records` (payload: a list of
-            (id, text, file, line) records) or
-            `spacy_maral.training.pseudo_label.label_shard_bytes` (payload: DocBin bytes).
-        payload (Any): the partition.
-        kwargs: the task's settings (batch_size, ...).
-        RETURNS (Dict[str, Any]): the task's result, plus "pid", "peak_rss_mb", "rss_mb"
-            "seconds" and "cpu_seconds" (this worker's process id, its peak memory (model
-            loading included) and its memory now, the partition's wall and CPU time).
+            `spacy_maral.inference.annotate.task.annotate_partition` (payload: a
+            partition's plan) or `spacy_maral.inference.pseudo_label.label_shard_bytes`
+            (payload: DocBin bytes).
+        payload (object): the partition.
+        settings: the task's settings (batch_size, ...); a worker with an ensemble adds
+            `ensemble`.
+        RETURNS (Done[R]): the task's result, and this worker's process id, peak memory
+            (model loading included) and memory now, the partition's wall and CPU time.
         """
         start, cpu_start = time.perf_counter(), time.process_time()
         if self.ensemble:
-            kwargs = {**kwargs, "ensemble": self.ensemble}
-        result = task(self.nlp, payload, **kwargs)
-        result.update(pid=os.getpid(), peak_rss_mb=peak_rss_mb(), rss_mb=current_rss_mb(),
-                      seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu_start)
-        return result
+            settings = {**settings, "ensemble": self.ensemble}
+        result = task(self.nlp, payload, **settings)
+        stats = WorkerStats(pid=os.getpid(), peak_rss_mb=peak_rss_mb(), rss_mb=current_rss_mb(),
+                            seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu_start)
+        return Done(result, stats)

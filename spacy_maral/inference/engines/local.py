@@ -2,11 +2,13 @@
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import asdict
-from typing import Any, Dict, Iterable, Iterator, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import Dict, Iterable, Iterator, Optional, Sequence, Tuple
 
-from spacy_maral.inference.engines.base import Item, PipelineWorker, Task, WorkerSpec
-from spacy_maral.parallel import cpu_share
+from spacy.language import Language
+
+from spacy_maral.inference.engines.base import Done, K, P, PipelineWorker, R, Task, WorkerSpec
+from spacy_maral.threads import cpu_share
 
 
 class InProcessEngine:
@@ -20,7 +22,7 @@ class InProcessEngine:
 
     name = "local"
 
-    def __init__(self, spec: WorkerSpec, nlp=None, ensemble: Optional[Sequence[Any]] = None) -> None:
+    def __init__(self, spec: WorkerSpec, nlp: Optional[Language] = None, ensemble: Optional[Sequence[Language]] = None) -> None:
         self.spec = spec
         self._nlp = nlp
         self._ensemble = ensemble
@@ -30,36 +32,31 @@ class InProcessEngine:
         self.worker = PipelineWorker(self.spec, nlp=self._nlp, ensemble=self._ensemble)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.worker = None
 
     @property
     def n_workers(self) -> int:
         return 1
 
-    def map(self, task: Task, items: Iterable[Item], **kwargs) -> Iterator[Tuple[Any, Dict[str, Any]]]:
-        """Run `task` on every (key, payload); yield (key, result) as each finishes.
-
-        task (Task): the partitions' work (PipelineWorker.run).
-        items (Iterable[Item]): (key, payload) pairs, read lazily.
-        kwargs: the task's settings.
-        """
+    def map(self, task: Task[R], items: Iterable[Tuple[K, P]], **settings: object) -> Iterator[Tuple[K, Done[R]]]:
+        """Run `task` on every (key, payload), one after the other (Engine.map)."""
         if self.worker is None:
             raise RuntimeError("use the engine as a context manager: with engine: ...")
         for key, payload in items:
-            yield key, self.worker.run(task, payload, **kwargs)
+            yield key, self.worker.run(task, payload, **settings)
 
 
 _PROCESS_WORKER: Optional[PipelineWorker] = None
 _PROCESS_WORKER_ERROR: Optional[Exception] = None
 
 
-def _init_process_worker(spec_dict: Dict[str, Any]) -> None:
+def _init_process_worker(spec: WorkerSpec) -> None:
     """Load the worker's pipeline; an error is kept and raised by the first call, so that
     the driver gets it (e.g. the damaged file named) instead of a broken pool."""
     global _PROCESS_WORKER, _PROCESS_WORKER_ERROR
     try:
-        _PROCESS_WORKER = PipelineWorker(WorkerSpec(**spec_dict))
+        _PROCESS_WORKER = PipelineWorker(spec)
     except Exception as err:
         _PROCESS_WORKER_ERROR = err
 
@@ -71,11 +68,11 @@ def _process_worker_ready(wait_s: float) -> int:
     return os.getpid()
 
 
-def _run_in_process_worker(task: Task, payload: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+def _run_in_process_worker(task: Task[R], payload: object, settings: Dict[str, object]) -> Done[R]:
     if _PROCESS_WORKER_ERROR is not None:
         raise _PROCESS_WORKER_ERROR
     assert _PROCESS_WORKER is not None
-    return _PROCESS_WORKER.run(task, payload, **kwargs)
+    return _PROCESS_WORKER.run(task, payload, **settings)
 
 
 class ProcessEngine:
@@ -94,7 +91,7 @@ class ProcessEngine:
         if n_process < 2:
             raise ValueError("ProcessEngine needs n_process >= 2 (use InProcessEngine for one)")
         threads = spec.threads or cpu_share(n_process)
-        self.spec = WorkerSpec(**{**asdict(spec), "threads": threads})
+        self.spec = replace(spec, threads=threads)
         self.n_process = n_process
         self.in_flight = max(1, in_flight_per_worker) * n_process
         self.pool: Optional[ProcessPoolExecutor] = None
@@ -108,7 +105,7 @@ class ProcessEngine:
 
         self.pool = ProcessPoolExecutor(
             max_workers=self.n_process, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_process_worker, initargs=(asdict(self.spec),),
+            initializer=_init_process_worker, initargs=(self.spec,),
         )
         try:  # start every worker (each loads the pipeline) before the first partition
             pids: set = set()
@@ -121,26 +118,26 @@ class ProcessEngine:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
-    def map(self, task: Task, items: Iterable[Item], **kwargs) -> Iterator[Tuple[Any, Dict[str, Any]]]:
-        """Run `task` on every (key, payload) in the worker processes; yield (key, result)
-        as each finishes (not in input order). See InProcessEngine.map."""
+    def map(self, task: Task[R], items: Iterable[Tuple[K, P]], **settings: object) -> Iterator[Tuple[K, Done[R]]]:
+        """Run `task` on every (key, payload) in the worker processes, as each finishes
+        (not in input order; Engine.map)."""
         if self.pool is None:
             raise RuntimeError("use the engine as a context manager: with engine: ...")
-        running: Dict[Future, Any] = {}
+        running: Dict["Future[Done[R]]", K] = {}
         for key, payload in items:
             while len(running) >= self.in_flight:
                 yield from self._collect(running)
-            running[self.pool.submit(_run_in_process_worker, task, payload, kwargs)] = key
+            running[self.pool.submit(_run_in_process_worker, task, payload, settings)] = key
         while running:
             yield from self._collect(running)
 
     @staticmethod
-    def _collect(running: Dict[Future, Any]) -> Iterator[Tuple[Any, Dict[str, Any]]]:
+    def _collect(running: Dict["Future[Done[R]]", K]) -> Iterator[Tuple[K, Done[R]]]:
         done, _ = wait(list(running), return_when=FIRST_COMPLETED)
         for future in done:
             key = running.pop(future)

@@ -21,12 +21,13 @@ import logging
 import os
 import pickle
 import socket
-from dataclasses import asdict
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from dataclasses import replace
+from types import ModuleType
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import numpy
 
-from spacy_maral.inference.engines.base import Item, PipelineWorker, Task, WorkerSpec
+from spacy_maral.inference.engines.base import Done, K, P, PipelineWorker, R, Task, WorkerSpec
 from spacy_maral.util import logger
 
 IN_FLIGHT_PER_ACTOR = 2
@@ -36,7 +37,7 @@ RAY_MISSING = (
 )
 
 
-def import_ray():
+def import_ray() -> ModuleType:
     """Import ray, or raise an ImportError that says how to install it."""
     try:
         import ray
@@ -49,13 +50,13 @@ class _TaskActor:
     """Ray Data's callable class: a PipelineWorker that runs one task on each row's
     payload (rows: "index", "payload" pickled; out: "index", "result" pickled)."""
 
-    def __init__(self, spec_dict: Dict[str, Any], task: Task, kwargs: Dict[str, Any]) -> None:
-        self.worker = PipelineWorker(WorkerSpec(**spec_dict))
+    def __init__(self, spec: WorkerSpec, task: Task[R], settings: Dict[str, object]) -> None:
+        self.worker = PipelineWorker(spec)
         self.task = task
-        self.kwargs = kwargs
+        self.settings = settings
 
-    def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
-        results = [pickle.dumps(self.worker.run(self.task, pickle.loads(payload), **self.kwargs))
+    def __call__(self, batch: Dict[str, numpy.ndarray]) -> Dict[str, numpy.ndarray]:
+        results = [pickle.dumps(self.worker.run(self.task, pickle.loads(payload), **self.settings))
                    for payload in batch["payload"]]
         return {"index": numpy.asarray(batch["index"]), "result": numpy.array(results, dtype=object)}
 
@@ -101,7 +102,7 @@ class RayEngine:
             raise ValueError(f"cpus_per_actor must be at least 1, not {cpus_per_actor}")
         if gpus_per_actor < 0 or num_actors < 0:
             raise ValueError("num_actors and gpus_per_actor cannot be negative")
-        self.spec = WorkerSpec(**{**asdict(spec), "threads": spec.threads or cpus_per_actor, "gpu_id": 0 if gpus_per_actor > 0 else -1})
+        self.spec = replace(spec, threads=spec.threads or cpus_per_actor, gpu_id=0 if gpus_per_actor > 0 else -1)
         self.address = address
         self.requested_actors = num_actors
         self.cpus_per_actor = cpus_per_actor
@@ -113,7 +114,7 @@ class RayEngine:
         self.n_actors = 0
         self.room = 0
         self.started_ray = False
-        self.ray = None
+        self.ray: Optional[ModuleType] = None
         self.env_set: List[str] = []  # the environment variables this engine set (removed on exit)
 
     @property
@@ -167,18 +168,22 @@ class RayEngine:
             raise
         return self
 
-    def _actors_that_fit_nodes(self, nodes: List[Dict[str, Any]]) -> int:
+    def _actors_that_fit_nodes(self, nodes: List[Dict[str, object]]) -> int:
         """How many actors the alive nodes can hold in all, node by node (an actor runs on one
-        node: two nodes of 1 GPU each can't hold an actor of 2)."""
-        return sum(self._actors_that_fit(node.get("Resources", {})) for node in nodes if node.get("Alive", True))
+        node: two nodes of 1 GPU each can't hold an actor of 2).
 
-    def _actors_that_fit(self, resources: Dict[str, float]) -> int:
+        nodes (List[Dict[str, object]]): ray.nodes(): "Alive" and "Resources" of each.
+        """
+        held = [node.get("Resources") for node in nodes if node.get("Alive", True)]
+        return sum(self._actors_that_fit(resources if isinstance(resources, Mapping) else {}) for resources in held)
+
+    def _actors_that_fit(self, resources: Mapping[str, float]) -> int:
         by_cpu = int(resources.get("CPU", 0) // self.cpus_per_actor)
         if self.gpus_per_actor > 0:
             return min(by_cpu, int(resources.get("GPU", 0) // self.gpus_per_actor))
         return by_cpu
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         ray = self.ray
         for name in self.env_set:
             os.environ.pop(name, None)
@@ -189,20 +194,15 @@ class RayEngine:
             ray.shutdown()
         self.started_ray = False
 
-    def map(self, task: Task, items: Iterable[Item], **kwargs) -> Iterator[Tuple[Any, Dict[str, Any]]]:
-        """Run `task` on every (key, payload) on the actor pool; yield (key, result) as each
-        finishes (not in input order). The payloads go to Ray's object store at the start
-        (annotate's are small plans: its workers read their own lines).
-
-        task (Task): the partitions' work (PipelineWorker.run).
-        items (Iterable[Item]): (key, payload) pairs.
-        kwargs: the task's settings.
-        """
+    def map(self, task: Task[R], items: Iterable[Tuple[K, P]], **settings: object) -> Iterator[Tuple[K, Done[R]]]:
+        """Run `task` on every (key, payload) on the actor pool, as each finishes (not in
+        input order; Engine.map). The payloads go to Ray's object store at the start
+        (annotate's are small plans: its workers read their own lines)."""
         if self.ray is None or not self.n_actors:
             raise RuntimeError("use the engine as a context manager: with engine: ...")
         import ray.data
 
-        keys: Dict[int, Any] = {}
+        keys: Dict[int, K] = {}
         rows = []
         for i, (key, payload) in enumerate(items):
             keys[i] = key
@@ -214,7 +214,7 @@ class RayEngine:
         pool = ray.data.ActorPoolStrategy(min_size=max(1, min(self.n_actors, self.room)), max_size=self.n_actors,
                                           max_tasks_in_flight_per_actor=IN_FLIGHT_PER_ACTOR)
         ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
-            _TaskActor, fn_constructor_kwargs={"spec_dict": asdict(self.spec), "task": task, "kwargs": kwargs},
+            _TaskActor, fn_constructor_kwargs={"spec": self.spec, "task": task, "settings": settings},
             batch_size=1, compute=pool, num_cpus=self.cpus_per_actor, num_gpus=self.gpus_per_actor or None,
             max_restarts=self.max_retries, max_task_retries=self.max_retries,
         )
@@ -234,7 +234,7 @@ def _first_line(err: BaseException) -> str:
     return lines[-1] if lines else type(err).__name__
 
 
-def _quiet_ray_data(ray: Any, ready_timeout: float) -> None:
+def _quiet_ray_data(ray: ModuleType, ready_timeout: float) -> None:
     """Ray Data's own progress bars and execution logs off (the command shows its own),
     and a bound on its wait for the actor pool's first actors (its default: forever)."""
     try:
@@ -250,7 +250,7 @@ def _quiet_ray_data(ray: Any, ready_timeout: float) -> None:
         pass
 
 
-def check_reachable(ray: Any, address: str, timeout: float) -> None:
+def check_reachable(ray: ModuleType, address: str, timeout: float) -> None:
     """Fail within `timeout` seconds when the cluster at `address` does not answer (Ray
     itself retries for many minutes): a TCP connection to its GCS port.
 

@@ -23,30 +23,84 @@ import hashlib
 import json
 import math
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from itertools import count, islice
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import ContextManager, Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin, SpanGroup
 from tqdm import tqdm
 
+from spacy_maral.adaptation.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
 from spacy_maral.corpora.docbin import docbin_paths
 from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
 from spacy_maral.fileio import atomic_open, atomic_write_text
 from spacy_maral.inference.batching import length_sorted_batches
-from spacy_maral.inference.engines.base import WorkerSpec
+from spacy_maral.inference.engines.base import Done, Engine, WorkerSpec
 from spacy_maral.inference.engines.local import InProcessEngine
+from spacy_maral.inference.ensemble import check_ensemble, ensemble_probabilities
 from spacy_maral.inference.lock import folder_lock
-from spacy_maral.inference.runner import content_digest, manifest_digest, open_output, run_partitions
+from spacy_maral.inference.runner import Manifest, content_digest, manifest_digest, open_output, run_partitions
 from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.pipeline.decoding import decode_docs
 from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of
 from spacy_maral.pipeline.maral_ner import MaralNER, find_maral_ner
-from spacy_maral.training.ensemble import check_ensemble, ensemble_probabilities
-from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
+
+
+@dataclass
+class ShardCounts:
+    """What one shard holds.
+
+    sentences (int): its target sentences.
+    entities (Dict[str, int]): its pseudo-labelled entity spans, per label.
+    diagnostic_gold (int): the target tags kept aside for diagnostics.
+    """
+
+    sentences: int
+    entities: Dict[str, int]
+    diagnostic_gold: int
+
+    @classmethod
+    def of(cls, docs: Iterable[Doc]) -> "ShardCounts":
+        """The counts of a shard's pseudo-labelled docs."""
+        entities: Counter = Counter()
+        sentences = diagnostic_gold = 0
+        for doc in docs:
+            sentences += 1
+            if PSEUDO_KEY in doc.spans:
+                entities.update(span.label_ for span in doc.spans[PSEUDO_KEY])
+            if DIAGNOSTIC_GOLD_KEY in doc.spans:
+                diagnostic_gold += len(doc.spans[DIAGNOSTIC_GOLD_KEY])
+        return cls(sentences, dict(entities), diagnostic_gold)
+
+
+@dataclass
+class LabelledShard:
+    """The pseudo-label task's result (label_shard_bytes).
+
+    shard (bytes): the labelled shard, as written to disk (DocBin bytes).
+    counts (ShardCounts): what it holds.
+    """
+
+    shard: bytes
+    counts: ShardCounts
+
+
+@dataclass
+class Shard:
+    """A shard of the target corpus as the driver cuts it.
+
+    path (Path): its file in the output folder.
+    docs (List[Doc]): its unlabelled sentences, in corpus order.
+    payload (bytes): their DocBin bytes (shard_bytes), what a worker labels.
+    """
+
+    path: Path
+    docs: List[Doc]
+    payload: bytes
 
 
 @dataclass
@@ -59,6 +113,17 @@ class PseudoLabelStats:
     shards_kept: int = 0
     entities: Counter = field(default_factory=Counter)
     diagnostic_gold: int = 0
+
+    def add(self, counts: ShardCounts, kept: bool) -> None:
+        """Count a shard: kept from an earlier run, or written by this one."""
+        if kept:
+            self.shards_kept += 1
+            self.skipped_sentences += counts.sentences
+        else:
+            self.shards_written += 1
+        self.sentences += counts.sentences
+        self.entities.update(counts.entities)
+        self.diagnostic_gold += counts.diagnostic_gold
 
     def to_dict(self) -> Dict[str, object]:
         return {
@@ -80,7 +145,7 @@ def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc], ensemble: Sequenc
     ner (MaralNER): its maral_ner component.
     docs (List[Doc]): the target sentences.
     ensemble (Sequence[Language]): more teachers: the soft labels come from the mean of
-        all teachers' span probabilities (spacy_maral.training.ensemble).
+        all teachers' span probabilities (spacy_maral.inference.ensemble).
     """
     for doc in docs:
         if doc.ents:
@@ -92,8 +157,9 @@ def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc], ensemble: Sequenc
     teachers = [(nlp, ner)] + [(member, find_maral_ner(member)) for member in ensemble]
     predicted, spans, probs = ensemble_probabilities(teachers, runnable)
     for doc, kept in zip(runnable, decode_docs(predicted, spans, probs)):
-        rows = [r for *_, r in kept]
-        attach_soft_labels(doc, [(s, e) for s, e, *_ in kept], probs[rows] if rows else numpy.zeros((0, len(ner.classes))), ner.classes)
+        rows = [entity.row for entity in kept]
+        spans = [(entity.start, entity.end) for entity in kept]
+        attach_soft_labels(doc, spans, probs[rows] if rows else numpy.zeros((0, len(ner.classes))), ner.classes)
     return docs
 
 
@@ -119,7 +185,7 @@ def shard_bytes(docs: Iterable[Doc]) -> bytes:
     return out.to_bytes()
 
 
-def label_shard_bytes(nlp: Language, payload: bytes, batch_size: int = 32, ensemble: Sequence[Language] = ()) -> Dict[str, Any]:
+def label_shard_bytes(nlp: Language, payload: bytes, batch_size: int = 32, ensemble: Sequence[Language] = ()) -> LabelledShard:
     """The pseudo_label task of a worker: label a shard given as DocBin bytes.
 
     nlp (Language): the teacher.
@@ -127,15 +193,61 @@ def label_shard_bytes(nlp: Language, payload: bytes, batch_size: int = 32, ensem
     batch_size (int): sentences per teacher batch.
     ensemble (Sequence[Language]): more teachers to average with (the worker's
         WorkerSpec.ensemble, loaded once).
-    RETURNS (Dict[str, Any]): "shard" (the labelled shard's bytes, as written to disk),
-        "sentences", "entities" (per label) and "diagnostic_gold" (counts).
+    RETURNS (LabelledShard): the labelled shard's bytes, as written to disk, and its counts.
     """
     docs = list(DocBin().from_bytes(payload).get_docs(nlp.vocab))
     label_shard(nlp, find_maral_ner(nlp), docs, batch_size, ensemble)
-    stats = PseudoLabelStats()
-    for doc in docs:
-        _count(doc, stats)
-    return {"shard": shard_bytes(docs), "sentences": len(docs), "entities": dict(stats.entities), "diagnostic_gold": stats.diagnostic_gold}
+    return LabelledShard(shard_bytes(docs), ShardCounts.of(docs))
+
+
+class ShardLabelling:
+    """pseudo_label's run in an output folder it holds, its part in run_partitions
+    (runner.PartitionRun): the corpus cut into shards, the shards an earlier run of the
+    same input and settings finished kept, the others written here as the workers label
+    them, and everything counted.
+
+    nlp (Language): the teacher (its vocab reads a kept shard).
+    run_digest (str): the digest of the run's manifest (recorded beside every shard).
+    bar (tqdm): the progress bar, in sentences.
+    """
+
+    def __init__(self, nlp: Language, run_digest: str, bar: tqdm) -> None:
+        self.nlp = nlp
+        self.run_digest = run_digest
+        self.bar = bar
+        self.stats = PseudoLabelStats()
+
+    @staticmethod
+    def shards(docs: Iterable[Doc], output_dir: Path, shard_size: int) -> Iterator[Shard]:
+        """The corpus's shards of `shard_size` sentences, in order, read lazily."""
+        iterator = iter(docs)
+        for shard_no in count():
+            chunk = list(islice(iterator, shard_size))
+            if not chunk:
+                return
+            yield Shard(output_dir / f"shard-{shard_no:05d}.spacy", chunk, shard_bytes(chunk))
+
+    def reuse(self, shard: Shard) -> bool:
+        kept = _complete_shard(shard.path, len(shard.docs), shard_identity(self.run_digest, shard.payload))
+        if kept is None:
+            return False
+        self._count(ShardCounts.of(kept.get_docs(self.nlp.vocab)), kept=True)
+        return True
+
+    def payload(self, shard: Shard) -> bytes:
+        return shard.payload
+
+    def finish(self, shard: Shard, done: Done[LabelledShard]) -> None:
+        labelled = done.result
+        with atomic_open(shard.path, "wb") as f:
+            f.write(labelled.shard)
+        identity = {**shard_identity(self.run_digest, shard.payload), "shard_sha256": hashlib.sha256(labelled.shard).hexdigest()}
+        atomic_write_text(sidecar_path(shard.path), json.dumps(identity, indent=2))  # after the shard: see _complete_shard
+        self._count(labelled.counts, kept=False)
+
+    def _count(self, counts: ShardCounts, kept: bool) -> None:
+        self.stats.add(counts, kept)
+        self.bar.update(counts.sentences)
 
 
 def pseudo_label(
@@ -147,7 +259,7 @@ def pseudo_label(
     limit: int = 0,
     progress: bool = True,
     gold_tokens: bool = False,
-    engine: Optional[Any] = None,
+    engine: Optional[Engine] = None,
     overwrite: bool = False,
     ensemble: Sequence[Language] = (),
 ) -> PseudoLabelStats:
@@ -162,13 +274,13 @@ def pseudo_label(
     limit (int): stop after this many sentences (0 = all).
     progress (bool): show a tqdm progress bar.
     gold_tokens (bool): keep the tokens of a .spacy or CoNLL corpus (iter_target_docs).
-    engine (Optional[Any]): an entered engine whose workers load the same teacher
-        (spacy_maral.inference.engines.base.make_engine, e.g. Ray actors); None: this process, with `nlp`.
+    engine (Optional[Engine]): an entered engine whose workers load the same teacher
+        (spacy_maral.inference.engines.make_engine, e.g. Ray actors); None: this process, with `nlp`.
     overwrite (bool): when output_dir holds the shards of another run (other input,
         teacher or settings: its _manifest.json), delete them (and its summary.json)
         instead of raising. The shards of this same run are kept either way.
     ensemble (Sequence[Language]): more teachers: the soft labels come from the mean of
-        the span probabilities of `nlp` and these (spacy_maral.training.ensemble); an
+        the span probabilities of `nlp` and these (spacy_maral.inference.ensemble); an
         `engine` must load the same ones (WorkerSpec.ensemble).
     RETURNS (PseudoLabelStats): counts of what was read and written.
     """
@@ -184,7 +296,42 @@ def pseudo_label(
         raise ValueError(f"the engine's workers load {len(engine.spec.ensemble)} ensemble teachers, not the {len(ensemble)} given")
     input_path, output_dir = Path(input_path), Path(output_dir)
     check_target_path(input_path)  # before any old shard may be replaced
-    manifest = {
+    manifest = run_manifest(nlp, input_path, ensemble, gold_tokens=gold_tokens, shard_size=shard_size, limit=limit)
+    remedy = "use a new output directory, delete it, or pass --overwrite (overwrite=True) to replace them"
+    with folder_lock(output_dir, run="pseudo-label"):  # one run at a time in a folder
+        open_output(output_dir, manifest, run="pseudo-label", outputs=SHARDS, overwrite=overwrite,
+                    also_remove=[SUMMARY, SIDECARS], remedy=remedy,
+                    check_input=lambda: check_target_corpus(input_path, nlp, gold_tokens, limit))
+        docs: Iterable[Doc] = iter_target_docs(input_path, nlp, gold_tokens=gold_tokens)
+        if limit > 0:
+            docs = islice(docs, limit)
+        workers: ContextManager[Engine] = nullcontext(engine) if engine is not None else in_process_engine(nlp, ensemble)
+        with workers as running, tqdm(desc="pseudo-labelling", unit="sent", disable=not progress) as bar:
+            labelling = ShardLabelling(nlp, manifest_digest(manifest), bar)
+            run_partitions(running, label_shard_bytes, labelling, labelling.shards(docs, output_dir, shard_size), batch_size=batch_size)
+        stats = labelling.stats
+        if stats.sentences == 0:
+            raise ValueError(f"the target corpus {input_path} has no sentences")
+        atomic_write_text(output_dir / SUMMARY, json.dumps({"classes": list(ner.classes), **stats.to_dict()}, indent=2))
+        return stats
+
+
+def in_process_engine(nlp: Language, ensemble: Sequence[Language] = ()) -> InProcessEngine:
+    """The engine of a run without one: the teacher (and its ensemble) already loaded in
+    this process, named in the spec by their meta names."""
+    names = tuple(str(member.meta.get("name", "teacher")) for member in ensemble)
+    spec = WorkerSpec(model=str(nlp.meta.get("name", "teacher")), ensemble=names)
+    return InProcessEngine(spec, nlp=nlp, ensemble=list(ensemble))
+
+
+def run_manifest(
+    nlp: Language, input_path: Path, ensemble: Sequence[Language], *, gold_tokens: bool, shard_size: int, limit: int
+) -> Manifest:
+    """What a run's shards are made from (its _manifest.json): the input files, the
+    teacher (and the ensemble's teachers), the decision rule, the tokenizer, the shard
+    size, the limit and the encoder's precision."""
+    ner = find_maral_ner(nlp)
+    manifest: Manifest = {
         "inputs": input_fingerprint(input_path),
         # the head's weights identify the teacher (trained with its encoder); the score
         # temperature, which `calibrate` changes, does not enter the soft labels
@@ -198,72 +345,7 @@ def pseudo_label(
     if ensemble:  # (absent for one teacher: the manifests of single-teacher runs stay as they were)
         manifest["ensemble_head_sha256"] = [head_fingerprint(find_maral_ner(member)) for member in ensemble]
         manifest["ensemble_inference_tau"] = [float(find_maral_ner(member).inference_tau) for member in ensemble]
-    remedy = "use a new output directory, delete it, or pass --overwrite (overwrite=True) to replace them"
-    with folder_lock(output_dir, run="pseudo-label"):  # one run at a time in a folder
-        open_output(output_dir, manifest, run="pseudo-label", outputs=SHARDS, overwrite=overwrite,
-                    also_remove=[SUMMARY, SIDECARS], remedy=remedy,
-                    check_input=lambda: check_target_corpus(input_path, nlp, gold_tokens, limit))
-        run_digest = manifest_digest(manifest)
-        stats = PseudoLabelStats()
-        docs: Iterable[Doc] = iter_target_docs(input_path, nlp, gold_tokens=gold_tokens)
-        if limit > 0:
-            docs = islice(docs, limit)
-        bar = tqdm(desc="pseudo-labelling", unit="sent", disable=not progress)
-
-        def shards() -> Iterator[Tuple[Path, List[Doc], bytes]]:
-            iterator = iter(docs)
-            for shard_no in count():
-                chunk = list(islice(iterator, shard_size))
-                if not chunk:
-                    return
-                yield output_dir / f"shard-{shard_no:05d}.spacy", chunk, shard_bytes(chunk)
-
-        def finished(shard: Tuple[Path, List[Doc], bytes]) -> Optional[Dict[str, Any]]:
-            path, chunk, payload = shard
-            kept = _complete_shard(path, len(chunk), shard_identity(run_digest, payload))
-            if kept is None:
-                return None
-            counts = PseudoLabelStats()
-            for doc in kept.get_docs(nlp.vocab):
-                _count(doc, counts)
-            return {"sentences": len(chunk), "entities": dict(counts.entities), "diagnostic_gold": counts.diagnostic_gold}
-
-        def write(shard: Tuple[Path, List[Doc], bytes], result: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-            assert result is not None  # every shard has sentences for a worker
-            with atomic_open(shard[0], "wb") as f:
-                f.write(result["shard"])
-            identity = {**shard_identity(run_digest, shard[2]), "shard_sha256": hashlib.sha256(result["shard"]).hexdigest()}
-            atomic_write_text(sidecar_path(shard[0]), json.dumps(identity, indent=2))  # after the shard: see _complete_shard
-            return result
-
-        def on_done(shard: Tuple[Path, List[Doc], bytes], meta: Dict[str, Any], kept: bool) -> None:
-            if kept:
-                stats.shards_kept += 1
-                stats.skipped_sentences += meta["sentences"]
-            else:
-                stats.shards_written += 1
-            stats.sentences += meta["sentences"]
-            stats.entities.update(meta["entities"])
-            stats.diagnostic_gold += meta["diagnostic_gold"]
-            bar.update(meta["sentences"])
-
-        local = engine is None
-        if local:
-            names = tuple(str(member.meta.get("name", "teacher")) for member in ensemble)
-            spec = WorkerSpec(model=str(nlp.meta.get("name", "teacher")), ensemble=names)
-            engine = InProcessEngine(spec, nlp=nlp, ensemble=list(ensemble)).__enter__()
-        try:
-            run_partitions(engine, label_shard_bytes, shards(), finished=finished,
-                           prepare=lambda shard: shard[2], write=write, on_done=on_done,
-                           batch_size=batch_size)
-        finally:
-            if local:
-                engine.__exit__(None, None, None)
-            bar.close()
-        if stats.sentences == 0:
-            raise ValueError(f"the target corpus {input_path} has no sentences")
-        atomic_write_text(output_dir / SUMMARY, json.dumps({"classes": list(ner.classes), **stats.to_dict()}, indent=2))
-        return stats
+    return manifest
 
 
 def input_fingerprint(path: Path) -> List[Dict[str, object]]:
@@ -347,10 +429,3 @@ def _complete_shard(path: Path, expected: int, identity: Dict[str, str]) -> Opti
     except Exception:  # a damaged shard is relabelled
         return None
     return shard if len(shard) == expected else None
-
-
-def _count(doc: Doc, stats: PseudoLabelStats) -> None:
-    if PSEUDO_KEY in doc.spans:
-        stats.entities.update(span.label_ for span in doc.spans[PSEUDO_KEY])
-    if DIAGNOSTIC_GOLD_KEY in doc.spans:
-        stats.diagnostic_gold += len(doc.spans[DIAGNOSTIC_GOLD_KEY])

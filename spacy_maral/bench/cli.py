@@ -1,4 +1,6 @@
-"""`python -m spacy_maral measure` and `benchmark-report`: the benchmark workflow's tools."""
+"""`python -m spacy_maral.bench`: the benchmark project's tools, `measure`,
+`benchmark-report` and `parallel`, apart from the user's commands of `python -m
+spacy_maral` (with their help layout: spacy_maral.cli._app.MaralTyper)."""
 import shlex
 import subprocess
 from pathlib import Path
@@ -6,7 +8,16 @@ from typing import List, Optional
 
 import typer
 
-from spacy_maral.cli._app import app
+from spacy_maral.cli._app import MaralTyper
+from spacy_maral.util import Printer
+
+app = MaralTyper(
+    name="spacy_maral.bench",
+    help="spacy-maral's benchmark tools: measure a command, run commands side by side, write the benchmark report.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
 
 
 @app.command("measure", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -18,20 +29,19 @@ def measure_command(
 
     Runs the command that follows OUTPUT (after `--`) and records its wall time and the
     peak resident memory in OUTPUT, e.g.
-    `python -m spacy_maral measure training/ner/timing.json -- python -m spacy train ...`.
+    `python -m spacy_maral.bench measure training/ner/timing.json -- python -m spacy train ...`.
     """
     from spacy_maral.bench.measure import run_measured
 
+    msg = Printer()
     cmd = [a for a in ctx.args if a != "--"] if ctx.args[:1] == ["--"] else list(ctx.args)
     if not cmd:
-        typer.secho("measure: no command given", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=2)
+        msg.fail("measure: no command given", exits=2)
     try:
         result = run_measured(cmd, output)
     except subprocess.CalledProcessError as err:
-        typer.secho(f"measure: {shlex.join(cmd)} failed (exit {err.returncode}); {output} not written", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=err.returncode or 1) from err
-    typer.echo(f"{result['wall_s']} s, peak RSS {result['peak_rss_gb']} GB -> {output}")
+        msg.fail(f"measure: {shlex.join(cmd)} failed (exit {err.returncode}); {output} not written", exits=err.returncode or 1)
+    msg.text(f"{result['wall_s']} s, peak RSS {result['peak_rss_gb']} GB -> {output}")
 
 
 @app.command("benchmark-report")
@@ -43,7 +53,7 @@ def benchmark_report_command(
     before: Optional[str] = typer.Option(None, "--before", help="Stage-1 maral system (plots)."),
     after: Optional[str] = typer.Option(None, "--after", help="Adapted maral system (plots)."),
     speed: Optional[str] = typer.Option(None, "--speed", help="NER,MARAL: the two systems to time."),
-    timing: List[str] = typer.Option([], "--timing", help="NAME=FILE: another measured step (spacy_maral measure JSON)."),
+    timing: List[str] = typer.Option([], "--timing", help="NAME=FILE: another measured step (spacy_maral.bench measure JSON)."),
     command: str = typer.Option("", "--command", help="The command line that ran the benchmark, for the report."),
     n_projection: int = typer.Option(300, "--n-projection", help="Sentences whose entities the projection plot draws."),
     speed_limit: int = typer.Option(0, "--speed-limit", help="Time only the first N test sentences (0 = all)."),
@@ -75,8 +85,7 @@ def benchmark_report_command(
             command=command, n_projection=n_projection, speed_limit=speed_limit, speed_from=speed_from, lang=lang,
         )
     except (OSError, ValueError) as err:  # e.g. a damaged pipeline, named with its file
-        typer.secho(f"benchmark-report failed: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=1) from err
+        Printer().fail(f"benchmark-report failed: {err}", exits=1)
 
 
 def check_names(systems: list, before: Optional[str], after: Optional[str], speed: Optional[str], timings: dict) -> None:
@@ -108,7 +117,7 @@ def parallel_command(
     For example two trainings on a 2-core CPU, where two 1-thread runs beat two 2-thread
     runs one after the other. Once all have ended, exits with 1 if any failed, having
     printed the tail of each failed one's log."""
-    from spacy_maral.parallel import run_parallel
+    from spacy_maral.workflow.parallel import run_parallel
 
     failed = run_parallel(commands, jobs=jobs, log_dir=log_dir, append=append)
     if failed:

@@ -7,18 +7,8 @@ import time
 from pathlib import Path
 from typing import IO, List, Optional, Sequence, Tuple
 
-from wasabi import msg
-
-
-def cpu_share(workers: int) -> int:
-    """The CPU threads each of `workers` processes side by side gets: the machine's cores
-    divided among them, at least 1 (what run_parallel, train-teachers/train-students and
-    the local engine's worker processes use).
-
-    workers (int): how many processes run at once.
-    RETURNS (int): threads per process.
-    """
-    return max(1, (os.cpu_count() or 1) // max(1, workers))
+from spacy_maral.threads import cpu_share
+from spacy_maral.util import Printer
 
 
 def run_parallel(
@@ -45,6 +35,7 @@ def run_parallel(
         command's log (0: only when one starts and ends).
     RETURNS (List[str]): the commands that failed (empty when all succeeded).
     """
+    msg = Printer()
     if logs is not None and len(logs) != len(commands):
         raise ValueError(f"{len(logs)} log files for {len(commands)} commands")
     log_dir = Path(log_dir)
@@ -94,7 +85,8 @@ def run_parallel(
             else:
                 failed.append(command)
                 tail = "\n".join(log.read_text(encoding="utf8", errors="replace").splitlines()[-25:])
-                msg.fail(f"[{i}] failed (exit {proc.returncode}) after {minutes:.1f} min: {command}\n{tail}")
+                msg.fail(f"[{i}] failed (exit {proc.returncode}) after {minutes:.1f} min: {command}")
+                msg.text(tail, err=True)
     return failed
 
 

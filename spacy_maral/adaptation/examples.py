@@ -6,7 +6,7 @@ from typing import Iterator, List, Protocol, Tuple, runtime_checkable
 from spacy.language import Language
 from spacy.training import Example
 
-from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, TARGET_INDEX_KEY
+from spacy_maral.adaptation.soft_labels import DIAGNOSTIC_GOLD_KEY, TARGET_INDEX_KEY
 
 
 def diagnostic_gold(example: Example, classes: List[str]) -> List[Tuple[int, int, int]]:

@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 import numpy
 from sklearn.mixture import GaussianMixture
 
-NON_ENTITY = 0
+from spacy_maral.ml.decoding import NON_ENTITY
 
 
 def l1_normalize(x: numpy.ndarray) -> numpy.ndarray:

@@ -1,11 +1,11 @@
 """Several trainings of one config side by side, one per seed: the stage-1 teachers of a
-pseudo-label ensemble (`pseudo-label --ensemble`, spacy_maral.training.ensemble) and the
+pseudo-label ensemble (`pseudo-label --ensemble`, spacy_maral.inference.ensemble) and the
 stage-2 students of a model soup (`average`, spacy_maral.training.averaging).
 
 Each run is one `spacy train CONFIG --output OUTPUT/ROLE-sSEED --system.seed SEED`
 process (a student also writes its stage-2 log, diagnostics and checkpoint there), run
-under `spacy_maral measure` (its wall time and peak memory in its timing.json), its
-console output in its train.log, side by side with spacy_maral.parallel.run_parallel.
+under `spacy_maral.bench measure` (its wall time and peak memory in its timing.json), its
+console output in its train.log, side by side with spacy_maral.workflow.parallel.run_parallel.
 At most `jobs` run at once, and the machine's cores are shared between them
 (OMP_NUM_THREADS): on a small machine several single-threaded trainings finish sooner
 than the same trainings one after another with all cores each. A run whose folder already holds its model and a timing.json of the
@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
 from spacy_maral.fileio import atomic_write_text
-from spacy_maral.parallel import cpu_share, run_parallel
+from spacy_maral.threads import cpu_share
+from spacy_maral.workflow.parallel import run_parallel
 
 # the roles, and the model of each run that is used: a teacher is selected on the source
 # dev set (model-best); a student is taken at its last step (benchmarks/PROTOCOL.md, rule 2)
@@ -148,11 +149,11 @@ def _finished(config: Path, output_dir: Path, seed: int, overrides: Sequence[str
 
 
 def run_command(config: Path, output_dir: Path, seed: int, overrides: Sequence[str], role: str = "teacher") -> List[str]:
-    """The command line that trains the run of `seed` (under `spacy_maral measure`): its
+    """The command line that trains the run of `seed` (under `spacy_maral.bench measure`): its
     output folder, its seed, its own files of RUN_FILES, then `overrides`."""
     folder = run_dir(output_dir, seed, role)
     own = [arg for name, file in RUN_FILES[role].items() for arg in (name, str(folder / file))]
-    return ["python", "-m", "spacy_maral", "measure", str(folder / "timing.json"), "--",
+    return ["python", "-m", "spacy_maral.bench", "measure", str(folder / "timing.json"), "--",
             "python", "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", str(seed), *own, *overrides]
 
 

@@ -3,7 +3,7 @@
 `maral_ner` gets an `adaptation` block in its config for stage 2
 (`spacy_maral.Adaptation.v1`). Each training batch then holds source examples (gold
 entities) and target examples (pseudo-labelled by the teacher, marked by
-`doc.user_data["maral_target_index"]` on the reference). The `Adapter`:
+`doc.user_data["maral_target_index"]` on the reference). The `ProgressiveAdaptation`:
 
 - keeps the soft labels of every target span (`SoftLabelStore`);
 - gives the target loss its targets and the mask of reliable spans (all spans before
@@ -25,14 +25,14 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy
 from spacy.training import Example
 
-from spacy_maral.evaluation.prf import prf
+from spacy_maral.adaptation import refinement
+from spacy_maral.adaptation.examples import diagnostic_gold, is_target, target_index
+from spacy_maral.adaptation.soft_labels import DIAGNOSTIC_GOLD_KEY, SoftLabelStore
 from spacy_maral.fileio import atomic_savez, atomic_write_text
+from spacy_maral.ml.decoding import decode_doc
 from spacy_maral.ml.loss import ReweightedVMFLoss, log_prior
 from spacy_maral.ml.spans import doc_span_slices, enumerate_spans
-from spacy_maral.pipeline.decoding import decode_doc
-from spacy_maral.training.stage2 import refinement as A
-from spacy_maral.training.stage2.examples import diagnostic_gold, is_target, target_index
-from spacy_maral.training.stage2.soft_labels import DIAGNOSTIC_GOLD_KEY, SoftLabelStore
+from spacy_maral.prf import prf
 from spacy_maral.util import logger, registry
 
 
@@ -85,7 +85,7 @@ class EpochCollector:
     target_labels: List[numpy.ndarray] = field(default_factory=list)
 
     def add(self, vectors: numpy.ndarray, labels: numpy.ndarray, rate: float, rng: numpy.random.Generator, target: bool) -> None:
-        keep = A.downsample_non_entities(labels, rate, rng)
+        keep = refinement.downsample_non_entities(labels, rate, rng)
         self.vectors.append(vectors[keep].astype(numpy.float32))
         self.labels.append(labels[keep].astype(numpy.int64))
         if target:
@@ -121,7 +121,7 @@ class TargetTerms:
         return labels, mask
 
 
-class Adapter:
+class ProgressiveAdaptation:
     """Stage-2 state and per-step logic of a maral_ner component (the student).
 
     settings (AdaptationSettings): the configuration.
@@ -134,7 +134,7 @@ class Adapter:
         self.target_log_prior: Optional[numpy.ndarray] = None
         self.margins_p: Optional[numpy.ndarray] = None
         self.margins_k: Optional[numpy.ndarray] = None
-        self.index: Optional[A.NeighbourIndex] = None
+        self.index: Optional[refinement.NeighbourIndex] = None
         self.collector = EpochCollector()
         self.rng = numpy.random.default_rng(settings.seed)
         self.gold: Dict[int, List[Tuple[int, int, int]]] = {}
@@ -283,15 +283,15 @@ class Adapter:
         todo = ~store.anchor[rows] if s.use_anchors else numpy.ones(rows.shape[0], dtype=bool)
         if not todo.any():
             return
-        a_global = A.global_guidance(logits[todo], self.margins_p)
+        a_global = refinement.global_guidance(logits[todo], self.margins_p)
         if self.index is not None and len(self.index) and self.margins_k is not None:
-            counts = A.neighbour_counts(self.index.neighbour_labels(vectors[todo], s.knn_k), store.n_classes)
-            a_local = A.local_guidance(counts, self.margins_k)
+            counts = refinement.neighbour_counts(self.index.neighbour_labels(vectors[todo], s.knn_k), store.n_classes)
+            a_local = refinement.local_guidance(counts, self.margins_k)
         else:
             a_local = numpy.zeros_like(a_global)
-        u = A.combine_guidance(a_global, a_local)
-        momentum = A.ema_momentum(self.epoch - 1, s.n_epochs, s.ema_start, s.ema_end)
-        store.q[rows[todo]] = A.ema_update(store.q[rows[todo]], u, momentum)
+        u = refinement.combine_guidance(a_global, a_local)
+        momentum = refinement.ema_momentum(self.epoch - 1, s.n_epochs, s.ema_start, s.ema_end)
+        store.q[rows[todo]] = refinement.ema_update(store.q[rows[todo]], u, momentum)
 
     # --------------------------------------------------------- epoch end
     def end_epoch(self, class_cosines: Optional[numpy.ndarray] = None, classes: Sequence[str] = ()) -> Dict[str, Any]:
@@ -302,20 +302,20 @@ class Adapter:
         hard = store.hard_labels()
         seen = numpy.isfinite(store.scores)
         self.target_log_prior = log_prior(store.prior_mass())
-        self.margins_p = A.class_margins(store.scores[seen], hard[seen], n_classes)
-        self.index = A.build_neighbour_index(
+        self.margins_p = refinement.class_margins(store.scores[seen], hard[seen], n_classes)
+        self.index = refinement.build_neighbour_index(
             self.collector.vectors, self.collector.labels, 1.0, s.seed + store.epoch, s.max_index_size
         )
         if self.collector.target_vectors and len(self.index):
             tv = numpy.concatenate(self.collector.target_vectors)
             tl = numpy.concatenate(self.collector.target_labels)
-            counts = A.neighbour_counts(self.index.neighbour_labels(tv, s.knn_k), n_classes)
-            self.margins_k = A.class_margins(counts[numpy.arange(tl.shape[0]), tl], tl, n_classes)
+            counts = refinement.neighbour_counts(self.index.neighbour_labels(tv, s.knn_k), n_classes)
+            self.margins_k = refinement.class_margins(counts[numpy.arange(tl.shape[0]), tl], tl, n_classes)
         self.collector = EpochCollector()
         store.epoch += 1
         if s.use_anchors and self.adapting:
             anchors = numpy.zeros(hard.shape[0], dtype=bool)
-            anchors[seen] = A.select_anchors(
+            anchors[seen] = refinement.select_anchors(
                 store.scores[seen], hard[seen], n_classes, seed=s.seed + store.epoch, threshold=s.gmm_threshold
             )
             store.anchor = anchors
@@ -353,7 +353,7 @@ class Adapter:
             n_tokens = int(store.lengths[i])
             spans = enumerate_spans([n_tokens], store.max_width)
             decoded = decode_doc(spans[:, 1], spans[:, 2], store.q[rows], n_tokens)
-            pred = {(s, e, c) for s, e, c, _ in decoded}
+            pred = {(entity.start, entity.end, entity.class_id) for entity in decoded}
             g = set(gold)
             tp += len(pred & g)
             n_pred += len(pred)
@@ -384,6 +384,7 @@ class Adapter:
         if self.index is not None:
             arrays["index_vectors"] = self.index.vectors
             arrays["index_labels"] = self.index.labels
+        # adapter.npz and adapter.json: the file names of the saved format (pipelines saved earlier have them)
         atomic_savez(directory / "adapter.npz", arrays)
         meta = {"settings": asdict(self.settings), "history": self.history, "gold": {str(k): v for k, v in self.gold.items()}}
         atomic_write_text(directory / "adapter.json", json.dumps(meta))
@@ -398,7 +399,7 @@ class Adapter:
                     if name in data:
                         setattr(self, name, data[name])
                 if "index_vectors" in data:
-                    self.index = A.NeighbourIndex(data["index_vectors"], data["index_labels"])
+                    self.index = refinement.NeighbourIndex(data["index_vectors"], data["index_labels"])
             meta = json.loads((directory / "adapter.json").read_text(encoding="utf8"))
         except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
             raise ValueError(f"can't read the adaptation state in {directory}: {err}") from err
