@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy
 import spacy
 
+from spacy_maral.adaptation.soft_labels import PSEUDO_KEY
 from spacy_maral.corpora.docbin import read_docs
 from spacy_maral.corpora.target_text import iter_target_docs
 from spacy_maral.evaluation.calibration import reliability
 from spacy_maral.evaluation.raw_text import entity_logits
 from spacy_maral.pipeline.decoding import tempered_scores
 from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
-from spacy_maral.adaptation.soft_labels import PSEUDO_KEY
 
 CONSTANT = 2.0
 
