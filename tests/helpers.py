@@ -40,6 +40,22 @@ N_STEPS = 100
 STEPS_PER_EPOCH = 10
 
 
+def write_train_corpus(folder: Path) -> Path:
+    """TRAIN_SENTENCES into FOLDER: gold `dev.spacy` (on spaCy's xx tokens) and `text.txt`
+    (one sentence a line). RETURNS the folder."""
+    from spacy.tokens import DocBin
+
+    nlp = spacy.blank("xx")
+    docs = []
+    for text, ents in TRAIN_SENTENCES:
+        doc = nlp.make_doc(text)
+        doc.ents = [Span(doc, start, end, label=label) for start, end, label in ents]
+        docs.append(doc)
+    DocBin(docs=docs).to_disk(folder / "dev.spacy")
+    (folder / "text.txt").write_text("".join(t + "\n" for t, _ in TRAIN_SENTENCES), encoding="utf8")
+    return folder
+
+
 def conll_file(lang: str, split: str) -> Path:
     """$MARAL_CONLL_DIR/LANG/SPLIT.conll; skips the calling test when it is unset or absent."""
     root = os.environ.get(CONLL_DIR_ENV)

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import List
 
 import pytest
-from spacy.tokens import DocBin
 from typer.testing import CliRunner
 
-from helpers import TRAIN_SENTENCES, app_of
+from helpers import app_of, write_train_corpus
 from spacy_maral.cli import app
 from spacy_maral.fileio import OWNER_MARKER
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
@@ -88,19 +87,7 @@ def test_the_config_is_read_naming_a_damaged_one(trained_dir, tmp_path) -> None:
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    import spacy
-    from spacy.tokens import Span
-
-    nlp = spacy.blank("xx")
-    docs = []
-    for text, ents in TRAIN_SENTENCES:
-        doc = nlp.make_doc(text)
-        doc.ents = [Span(doc, start, end, label=label) for start, end, label in ents]
-        docs.append(doc)
-    folder = tmp_path_factory.mktemp("corpus")
-    DocBin(docs=docs).to_disk(folder / "dev.spacy")
-    (folder / "text.txt").write_text("".join(t + "\n" for t, _ in TRAIN_SENTENCES), encoding="utf8")
-    return folder
+    return write_train_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 COMMANDS = {

@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 import pytest
-import spacy
-from spacy.tokens import DocBin, Span
 from typer.testing import CliRunner
 
-from helpers import REPO, TRAIN_SENTENCES, app_of
+from helpers import REPO, app_of, write_train_corpus
 from spacy_maral.bench.cli import app as bench_app
 from spacy_maral.cli import app
 from spacy_maral.fileio import OWNER_MARKER, replace_dir, replace_owned_dir
@@ -75,15 +73,7 @@ WRITES_NO_FOLDER = {"evaluate", "guard", "measure", "predict", "install-package"
 
 @pytest.fixture(scope="module")
 def inputs(trained_dir, tmp_path_factory) -> Dict[str, Path]:
-    folder = tmp_path_factory.mktemp("inputs")
-    nlp = spacy.blank("xx")
-    docs = []
-    for text, ents in TRAIN_SENTENCES:
-        doc = nlp.make_doc(text)
-        doc.ents = [Span(doc, start, end, label=label) for start, end, label in ents]
-        docs.append(doc)
-    DocBin(docs=docs).to_disk(folder / "dev.spacy")
-    (folder / "text.txt").write_text("".join(t + "\n" for t, _ in TRAIN_SENTENCES), encoding="utf8")
+    folder = write_train_corpus(tmp_path_factory.mktemp("inputs"))
     (folder / "corpus.conll").write_text("Angela B-PER\nMerkel I-PER\nvisited O\nParis B-LOC\n\n", encoding="utf8")
     run = folder / "run"
     shutil.copytree(trained_dir, run / "model-best")
