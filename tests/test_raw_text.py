@@ -105,8 +105,14 @@ def test_raw_text_per_sentence_counts_sum_to_the_totals() -> None:
 
 
 def test_language_tokenizer_refuses_non_rule_based_languages() -> None:
-    with pytest.raises(ValueError, match="'zh'"):
+    with pytest.raises(ValueError, match="'zh'.*not rule-based"):
         set_tokenizer_lang(spacy.blank("xx"), "zh")
+
+
+def test_language_tokenizer_and_the_text_check_refuse_an_unknown_code_alike() -> None:
+    # one check of a language code (corpora.text_check.language_rules) serves both
+    with pytest.raises(ValueError, match="spacy_maral.tokenizer.v1.*unknown language code 'xy'"):
+        set_tokenizer_lang(spacy.blank("xx"), "xy")
 
 
 def test_trained_pipeline_keeps_its_tokenizer_through_disk(trained, tmp_path) -> None:

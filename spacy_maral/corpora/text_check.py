@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Dict, FrozenSet, Iterator, List, Optional
 
 import spacy
+from spacy.tokenizer import Tokenizer
 
-from spacy_maral.corpora.target_text import CONLL_SUFFIXES, check_target_path
+from spacy_maral.corpora.target_text import CONLL_SUFFIXES, check_target_path, iter_target_docs
 
 # the scripts a language's letters are written in, for the languages not written in
 # Latin letters (every other code: Latin); the first word of a letter's Unicode name
@@ -64,13 +65,15 @@ class TextReport:
     warnings: List[str] = field(default_factory=list)
 
 
-def check_language(lang: str) -> None:
-    """Raise a ValueError unless spaCy has rule-based tokenizer rules for `lang`.
+def language_rules(lang: str) -> Tokenizer:
+    """spaCy's rule-based tokenizer of `lang` (that of `spacy.blank(lang)`): the one place
+    that says whether a language code can be given tokenizer rules.
 
     lang (str): a spaCy language code, e.g. "fi".
+    RETURNS (Tokenizer): the tokenizer whose rules (prefixes, suffixes, infixes,
+        exceptions) the language's text is split by.
+    RAISES ValueError: an unknown code, or a language whose tokenizer is not rule-based.
     """
-    from spacy.tokenizer import Tokenizer
-
     try:
         tokenizer = spacy.blank(lang).tokenizer
     except (ImportError, KeyError) as err:
@@ -83,6 +86,7 @@ def check_language(lang: str) -> None:
             f"language {lang!r}: spaCy's tokenizer for it is {type(tokenizer).__name__}, not rule-based; "
             "the xx pipeline can't take its rules"
         )
+    return tokenizer
 
 
 def target_sentences(path: Path) -> Iterator[str]:
@@ -94,8 +98,6 @@ def target_sentences(path: Path) -> Iterator[str]:
     from spacy_maral.corpora.lines import decoded_lines
 
     if path.is_dir() or path.suffix.lower() == ".spacy" or path.suffix.lower() in CONLL_SUFFIXES:
-        from spacy_maral.corpora.target_text import iter_target_docs
-
         nlp = spacy.blank("xx")
         for doc in iter_target_docs(path, nlp, gold_tokens=True):
             if doc.text.strip():
@@ -122,7 +124,7 @@ def check_target_text(
         empty or whitespace-only text, fewer sentences than min_sentences.
     """
     path = Path(path)
-    check_language(lang)
+    language_rules(lang)
     check_target_path(path)
     if path.is_file() and path.stat().st_size == 0:
         raise ValueError(f"{path}: the target text is empty")

@@ -25,11 +25,11 @@ import re
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, List, Optional, Tuple
 
-import spacy
 from spacy.language import Language
 from spacy.tokenizer import Tokenizer
 from spacy.tokens import Doc
 
+from spacy_maral.corpora.text_check import language_rules
 from spacy_maral.pipeline.nontext import edge_re, split_off
 from spacy_maral.util import registry
 
@@ -109,14 +109,9 @@ def language_tokenizer(nlp: Language, lang: str) -> Tokenizer:
     RETURNS (Tokenizer): the tokenizer.
     """
     try:
-        rules = spacy.blank(lang).tokenizer
-    except (ImportError, KeyError) as err:
-        raise ValueError(f"{TOKENIZER_NAME}: can't build the tokenizer of language {lang!r}: {err}") from err
-    if not isinstance(rules, Tokenizer):
-        raise ValueError(
-            f"{TOKENIZER_NAME}: spaCy's tokenizer for {lang!r} is {type(rules).__name__}, not a rule-based "
-            "Tokenizer; use that language's own pipeline (spacy.blank) instead of the xx pipeline"
-        )
+        rules = language_rules(lang)
+    except ValueError as err:
+        raise ValueError(f"{TOKENIZER_NAME}: can't build the tokenizer: {err}") from err
     return MaralTokenizer(
         nlp.vocab,
         rules=rules.rules,
