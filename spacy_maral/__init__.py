@@ -1,8 +1,10 @@
 """spacy-maral: large-margin cross-lingual NER (MARAL) as a spaCy pipeline component.
 
-Importing the package registers the `maral_ner` and `maral_mlm` factories and the
-registered functions; spaCy also finds them through the package's entry points, without
-an import. The subpackages, layers listed lowest first (a module imports only its own
+spaCy finds the `maral_ner` and `maral_mlm` factories and the registered functions
+through the package's entry points (setup.py), without an import; importing the package
+imports nothing heavy, so that `python -m spacy_maral --help` and a command's refusal of
+a bad option answer at once. `spacy_maral.MaralNER` and `spacy_maral.make_maral_ner` are
+imported on first use. The subpackages, layers listed lowest first (a module imports only its own
 layer and those listed before it; docs/architecture.md):
 
 - `corpora`: CoNLL and WikiANN reading and writing, target text, detokenization;
@@ -21,11 +23,17 @@ layer and those listed before it; docs/architecture.md):
 and the shared helpers below them all: `util` (registry, logger, the commands' printer),
 `fileio`, `threads`, `prf`, `about`.
 """
+from typing import Any
+
 from spacy_maral.about import __version__
-from spacy_maral.adaptation import progressive  # noqa: F401  (registrations)
-from spacy_maral.ml import loss, pooling, span_ner  # noqa: F401  (registrations)
-from spacy_maral.pipeline import encoder_runtime, maral_mlm, subwords, tokenizer  # noqa: F401  (registrations)
-from spacy_maral.pipeline.maral_ner import MaralNER, make_maral_ner
-from spacy_maral.training import callbacks, readers  # noqa: F401  (registrations)
 
 __all__ = ["MaralNER", "make_maral_ner", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """MaralNER and make_maral_ner, imported (with torch and spaCy) on first use."""
+    if name in ("MaralNER", "make_maral_ner"):
+        from spacy_maral.pipeline import maral_ner
+
+        return getattr(maral_ner, name)
+    raise AttributeError(f"module 'spacy_maral' has no attribute {name!r}")

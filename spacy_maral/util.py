@@ -2,13 +2,22 @@
 import logging
 import sys
 from contextlib import contextmanager
-from typing import IO, Collection, Iterator, NoReturn, Optional, overload
+from typing import IO, Any, Collection, Iterator, NoReturn, Optional, overload
 
 import wasabi
-from spacy.util import registry  # noqa: F401  (re-exported for the package's modules)
 from wasabi.util import ICONS, color
 
 logger = logging.getLogger("spacy_maral")
+
+
+def __getattr__(name: str) -> Any:
+    """`registry`: spaCy's, re-exported for the package's modules, imported (with spaCy) on
+    first use, so that the command line starts without spaCy."""
+    if name == "registry":
+        from spacy.util import registry
+
+        return registry
+    raise AttributeError(f"module 'spacy_maral.util' has no attribute {name!r}")
 LINE_WIDTH = 80  # a divider's width
 
 

@@ -3,11 +3,13 @@
 The helpers and constants the tests import live in helpers.py; the `slow` marker and the
 rest of the pytest configuration are in pyproject.toml.
 """
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict
 
 import pytest
+import torch
 from spacy.language import Language
 from thinc.api import Adam, fix_random_seed
 
@@ -15,6 +17,11 @@ from thinc.api import Adam, fix_random_seed
 from helpers import LEARN_RATE, N_STEPS, REPO, STEPS_PER_EPOCH, build_nlp, encoder_parameters, make_examples, make_tiny_encoder
 
 __all__ = ["REPO"]
+
+# `make test` runs the suite in pytest-xdist workers, one per core: each worker's torch
+# then takes its share of the cores, not all of them
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 @pytest.fixture(scope="session")

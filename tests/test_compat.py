@@ -118,7 +118,7 @@ def test_pipeline_saved_with_the_runtime_callback_loads_and_predicts_identically
     assert "spacy_maral.encoder_runtime.v1" in (out / "pipeline" / "config.cfg").read_text()
     nlp = spacy.load(out / "pipeline")
     assert encoder_runtime_of(nlp) == {"precision": "auto", "sort_by_length": True, "bucket_rows": 16,
-                                       "running": encoder_runtime_of(nlp)["running"]}
+                                       "train_bucket_rows": 0, "running": encoder_runtime_of(nlp)["running"]}
     assert_nothing_patched(nlp)
     fp32 = load_pipeline(out / "pipeline", precision="fp32")
     assert encoder_runtime_of(fp32)["running"] == "fp32"

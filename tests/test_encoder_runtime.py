@@ -3,6 +3,7 @@ never saved, bfloat16 autocast only where the CPU has it, length-sorted sub-batc
 by the config, with no private attribute of thinc or spacy-transformers rebound."""
 import filecmp
 from pathlib import Path
+from typing import Tuple
 
 import numpy
 import pytest
@@ -122,7 +123,9 @@ def test_the_setting_round_trips_through_the_saved_config(trained_dir, tmp_path)
     nlp = spacy.load(trained_dir, config=runtime_config("bf16", bucket_rows=4))
     nlp.to_disk(tmp_path / "p")
     again = spacy.load(tmp_path / "p")
-    assert encoder_runtime_of(again) == {"precision": "bf16", "sort_by_length": True, "bucket_rows": 4, "running": "bf16"}
+    # train_bucket_rows: configs/source.cfg's, which the pipeline was trained with
+    assert encoder_runtime_of(again) == {"precision": "bf16", "sort_by_length": True, "bucket_rows": 4, "train_bucket_rows": 4,
+                                      "running": "bf16"}
     overridden = load_pipeline(tmp_path / "p", precision="fp32")
     assert encoder_runtime_of(overridden)["running"] == "fp32"
 
@@ -146,11 +149,51 @@ def test_bf16_training_keeps_fp32_weights_and_learns(tiny_encoder) -> None:
     assert numpy.isfinite(losses).all() and losses[-1] < 0.5 * losses[0]
 
 
+def _one_step_gradients(tiny_encoder, train_bucket_rows: int) -> Tuple[dict, int]:
+    """The encoder's and the span head's gradients after one update on the six training
+    sentences (no dropout, the encoder's own included; no optimizer step), from seed 0,
+    and how many times the Hugging Face model ran."""
+    fix_random_seed(0)
+    nlp = build_nlp(tiny_encoder, {"components.transformer.model.train_bucket_rows": train_bucket_rows,
+                                   "components.transformer.model.precision": "fp32"})
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    for module in nlp.get_pipe("transformer").model.transformer.modules():
+        if isinstance(module, torch.nn.Dropout):  # torch's train mode: on whatever `drop` says
+            module.p = 0.0
+        if hasattr(module, "dropout_prob"):  # the SDPA attention's dropout, not a module
+            module.dropout_prob = 0.0
+    calls = []
+    hf_model = nlp.get_pipe("transformer").model.transformer
+    hook = hf_model.register_forward_pre_hook(lambda module, args: calls.append(1))
+    nlp.update(examples, drop=0.0, sgd=None, losses={})
+    hook.remove()
+    grads = {f"encoder.{k}": p.grad.detach().clone() for k, p in nlp.get_pipe("transformer").model.transformer.named_parameters()
+             if p.grad is not None}
+    for node in nlp.get_pipe("maral_ner").model.walk():
+        for name in node.param_names:
+            if node.has_grad(name):
+                grads[f"{node.id}.{name}"] = torch.as_tensor(numpy.asarray(node.get_grad(name)))
+    return grads, len(calls)
+
+
+def test_length_sorted_training_gives_the_whole_batchs_gradients(tiny_encoder) -> None:
+    whole, whole_calls = _one_step_gradients(tiny_encoder, 0)
+    sorted_, sorted_calls = _one_step_gradients(tiny_encoder, 2)
+    assert (whole_calls, sorted_calls) == (1, 3)  # six sentences: three sub-batches of two
+    assert len(whole) == len(sorted_) and sum(k.startswith("encoder.") for k in whole) > 10
+    for key, grad in whole.items():
+        assert grad.abs().sum() > 0 or key.startswith("encoder.embeddings.word"), key
+        torch.testing.assert_close(sorted_[key], grad, rtol=1e-4, atol=1e-6, msg=key)
+
+
 def test_bad_settings_fail_when_the_config_is_resolved(trained_dir) -> None:
     with pytest.raises(Exception, match="precision must be one of"):
         spacy.load(trained_dir, config=runtime_config("half"))
     with pytest.raises(Exception, match="bucket_rows"):
         spacy.load(trained_dir, config=runtime_config("fp32", bucket_rows=0))
+    with pytest.raises(Exception, match="train_bucket_rows must be 0"):
+        build_nlp(Path(trained_dir) / "never-read", {"components.transformer.model.train_bucket_rows": -1})
 
 
 def test_truncated_transformer_weights_name_the_file(trained_dir, tmp_path) -> None:
@@ -251,7 +294,8 @@ def test_a_pipeline_saved_before_the_architecture_loads_through_the_legacy_callb
     shutil.copytree(trained_dir, old)
     _old_style_config(old, precision="bf16")
     nlp = spacy.load(old)  # the callback of its config: bf16
-    assert encoder_runtime_of(nlp) == {"precision": "bf16", "sort_by_length": True, "bucket_rows": 16, "running": "bf16"}
+    assert encoder_runtime_of(nlp) == {"precision": "bf16", "sort_by_length": True, "bucket_rows": 16, "train_bucket_rows": 0,
+                                      "running": "bf16"}
     assert_nothing_patched(nlp)
     fp32 = load_pipeline(old, precision="fp32")  # --precision on an older pipeline: its callback's setting
     assert encoder_runtime_of(fp32)["running"] == "fp32"

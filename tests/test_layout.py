@@ -2,6 +2,8 @@
 go one way only, down the layers of subpackages (docs/architecture.md), no module over
 500 lines, and no tracked file that points outside the repository."""
 import ast
+import json
+import os
 import re
 import subprocess
 import sys
@@ -252,6 +254,12 @@ def test_ruff_is_clean() -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]
 
 
+def _entry_points() -> dict:
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf8"))
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup")
+    return ast.literal_eval(next(k.value for k in call.keywords if k.arg == "entry_points"))
+
+
 def test_entry_points_name_the_registered_functions() -> None:
     """Every function that setup.py's entry points name is the one the registry holds under
     that name: spaCy finds them there without importing the package (an installed
@@ -261,11 +269,7 @@ def test_entry_points_name_the_registered_functions() -> None:
     from spacy.language import Language
     from spacy.util import registry
 
-    import spacy_maral  # noqa: F401  (registrations)
-
-    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf8"))
-    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup")
-    entry_points = ast.literal_eval(next(k.value for k in call.keywords if k.arg == "entry_points"))
+    entry_points = _entry_points()
     assert "spacy_maral.EncoderRuntime.v1" in str(entry_points) and "spacy_maral.encoder_windows.v1" in str(entry_points)
     for group, lines in entry_points.items():
         for line in lines:
@@ -275,4 +279,44 @@ def test_entry_points_name_the_registered_functions() -> None:
             if group == "spacy_factories":
                 assert Language.get_factory_meta(name).factory == name
                 continue
-            assert getattr(registry, group[len("spacy_"):]).get(name) is function, line
+            assert getattr(registry, group.split("_", 1)[1]).get(name) is function, line
+
+
+def test_every_registered_name_is_found_through_its_entry_point_without_an_import() -> None:
+    """`import spacy_maral` registers nothing (it imports nothing heavy): in a process that
+    never imports the package, spaCy's registries find every name the package registers,
+    through the entry point of the group they read (thinc's `thinc_layers` for layers)."""
+    import importlib
+    import pkgutil
+
+    from spacy.util import registry
+
+    import spacy_maral
+
+    for module in pkgutil.walk_packages(spacy_maral.__path__, "spacy_maral."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)  # every registration made
+    names = sorted(
+        (kind, name)
+        for kind in registry.get_registry_names()
+        for name, func in getattr(registry, kind).get_all().items()
+        if name.startswith("spacy_maral.") or getattr(func, "__module__", "").startswith("spacy_maral.")
+    )
+    assert len(names) >= 14 and ("layers", "spacy_maral.first_subword.v1") in names, names
+    code = (
+        "import json, spacy\n"
+        "from spacy.util import registry\n"
+        "spacy.blank('xx')  # a Language reads the factories' entry points, as spacy.load does\n"
+        "found = {}\n"
+        f"for kind, name in {names!r}:\n"
+        "    try:\n"
+        "        found[kind + ' ' + name] = getattr(registry, kind).get(name).__module__.startswith('spacy_maral.')\n"
+        "    except Exception as err:\n"
+        "        found[kind + ' ' + name] = str(err)[:100]\n"
+        "print(json.dumps(found))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": ""}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(found) == len(names) and {name: ok for name, ok in found.items() if ok is not True} == {}

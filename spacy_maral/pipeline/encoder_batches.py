@@ -1,12 +1,15 @@
-"""Prediction in length-sorted sub-batches: the documents of a transformer batch sorted by
-length and run in sub-batches, each padded only to its own longest window, and the
-sub-batches' outputs put back together as the one FullTransformerBatch that the whole batch
-would have given (documents in their order, every window padded to the batch's longest).
+"""Length-sorted sub-batches: the documents of a transformer batch sorted by length and
+run in sub-batches, each padded only to its own longest window, and the sub-batches'
+outputs put back together as the one FullTransformerBatch that the whole batch would have
+given (documents in their order, every window padded to the batch's longest). In training,
+the merged output's gradient goes back to each sub-batch's own backprop, cut to its rows
+and width: the gradients are those of the whole batch, without its padding's work.
 
-spacy_maral.EncoderRuntime.v1 runs this at prediction time (`sort_by_length`): plain
-`nlp.pipe` in arrival order then pays little for padding.
+spacy_maral.EncoderRuntime.v1 runs this at prediction time (`sort_by_length`, so that
+plain `nlp.pipe` in arrival order pays little for padding) and in training
+(`train_bucket_rows`).
 """
-from typing import Any, Callable, List, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy
 import torch
@@ -18,14 +21,15 @@ from thinc.types import Ragged
 Part = Tuple[List[int], FullTransformerBatch]
 
 
-def length_sorted_predict(
-    run: Callable[[List[Doc]], FullTransformerBatch], docs: Sequence[Doc], bucket_rows: int,
+def length_sorted(
+    run: Callable[[List[Doc]], Tuple[FullTransformerBatch, Optional[Callable]]], docs: Sequence[Doc], bucket_rows: int,
     tokenizer: Any = None, pad_id: int = 0, pad_token: str = "",
-) -> FullTransformerBatch:
-    """Run `run` on sub-batches of at most `bucket_rows` documents of similar length and
-    merge the outputs in the documents' order.
+) -> Tuple[FullTransformerBatch, Callable[[FullTransformerBatch], List[Doc]]]:
+    """Run `run` on sub-batches of at most `bucket_rows` documents of similar length, merge
+    the outputs in the documents' order, and return the merged output with its backprop.
 
-    run (Callable): the inner model's prediction of a list of docs.
+    run (Callable): the inner model on a list of docs: its output and its backprop (None at
+        prediction).
     docs (Sequence[Doc]): the batch.
     bucket_rows (int): documents per sub-batch (a sentence is one window; a longer document
         brings all its windows).
@@ -33,18 +37,58 @@ def length_sorted_predict(
         characters without it).
     pad_id (int): the tokenizer's padding id, for the merged input_ids.
     pad_token (str): its padding token, for the merged wordpiece strings.
-    RETURNS (FullTransformerBatch): as `run(docs)` would give it.
+    RETURNS (Tuple[FullTransformerBatch, Callable]): the output as `run(docs)` would give it,
+        and the backprop that takes the gradient of that output (rows in the merged order,
+        padded to the merged width) to each sub-batch's backprop.
     """
     kept = [i for i, doc in enumerate(docs) if len(doc)]
     lengths = subword_lengths(tokenizer, [docs[i].text for i in kept])
     order = [i for _, i in sorted(zip(lengths, kept))]
     if not order:
-        return FullTransformerBatch.empty(len(docs))
+        return FullTransformerBatch.empty(len(docs)), lambda d_output: list(docs)
     parts: List[Part] = []
+    backprops: List[Optional[Callable]] = []
     for start in range(0, len(order), bucket_rows):
         indices = order[start : start + bucket_rows]
-        parts.append((indices, run([docs[i] for i in indices])))
-    return merge_batches(parts, len(docs), pad_id, pad_token)
+        output, backprop = run([docs[i] for i in indices])
+        parts.append((indices, output))
+        backprops.append(backprop)
+    row_maps, _ = _row_maps(parts, len(docs))
+    merged = merge_batches(parts, len(docs), pad_id, pad_token)
+
+    def backprop_merged(d_output: FullTransformerBatch) -> List[Doc]:
+        for (_, batch), rows, backprop in zip(parts, row_maps, backprops):
+            if backprop is None:
+                raise ValueError("length_sorted: the sub-batches were run for prediction, not for training")
+            width = batch.wordpieces.input_ids.shape[1]
+            d_part = type(d_output.model_output)(
+                **{key: _rows_of(value, rows, width) for key, value in d_output.model_output.items()}
+            )
+            backprop(FullTransformerBatch(spans=batch.spans, wordpieces=batch.wordpieces, model_output=d_part,
+                                          align=batch.align))
+        return list(docs)
+
+    return merged, backprop_merged
+
+
+def length_sorted_predict(
+    run: Callable[[List[Doc]], FullTransformerBatch], docs: Sequence[Doc], bucket_rows: int,
+    tokenizer: Any = None, pad_id: int = 0, pad_token: str = "",
+) -> FullTransformerBatch:
+    """`length_sorted` at prediction: `run` gives the output alone; RETURNS the merged output."""
+    merged, _ = length_sorted(lambda batch: (run(batch), None), docs, bucket_rows, tokenizer, pad_id, pad_token)
+    return merged
+
+
+def _rows_of(value: Any, rows: numpy.ndarray, width: int) -> Any:
+    """A sub-batch's rows of a merged gradient field (rows first, padded to the merged
+    width), cut to the sub-batch's own width; a tuple field field by field."""
+    if isinstance(value, tuple):
+        return tuple(_rows_of(v, rows, width) for v in value)
+    if not isinstance(value, torch.Tensor):
+        return value
+    part = value[torch.as_tensor(rows, dtype=torch.long, device=value.device)]
+    return part[:, :width] if part.dim() == 3 else part
 
 
 def subword_lengths(tokenizer: Any, texts: List[str]) -> List[int]:
@@ -67,19 +111,29 @@ def merge_batches(parts: List[Part], n_docs: int, pad_id: int = 0, pad_token: st
     for indices, batch in parts:
         for i, doc_spans in zip(indices, batch.spans):
             spans[i] = doc_spans
-    first_row = numpy.concatenate([[0], numpy.cumsum([len(s) for s in spans])]).astype(int)
-    n_rows = int(first_row[-1])
+    row_maps, n_rows = _row_maps(parts, n_docs)
     width = max(batch.wordpieces.input_ids.shape[1] for _, batch in parts)
-    row_maps = [
-        numpy.concatenate([numpy.arange(first_row[i], first_row[i + 1]) for i in indices]).astype(int)
-        for indices, _ in parts
-    ]
     return FullTransformerBatch(
         spans=spans,
         wordpieces=_merge_wordpieces(parts, row_maps, n_rows, width, pad_id, pad_token),
         model_output=_merge_model_output(parts, row_maps, n_rows, width),
         align=_merge_align(parts, row_maps, n_docs, width),
     )
+
+
+def _row_maps(parts: List[Part], n_docs: int) -> Tuple[List[numpy.ndarray], int]:
+    """Each sub-batch's rows (windows) in the merged batch, whose rows are the documents'
+    windows in the documents' order; and the merged batch's number of rows."""
+    n_windows = [0] * n_docs
+    for indices, batch in parts:
+        for i, doc_spans in zip(indices, batch.spans):
+            n_windows[i] = len(doc_spans)
+    first_row = numpy.concatenate([[0], numpy.cumsum(n_windows)]).astype(int)
+    row_maps = [
+        numpy.concatenate([numpy.arange(first_row[i], first_row[i + 1]) for i in indices]).astype(int)
+        for indices, _ in parts
+    ]
+    return row_maps, int(first_row[-1])
 
 
 def _merge_wordpieces(

@@ -14,6 +14,8 @@ configs, with the TransformerModel as its sub-layer (`[components.transformer.mo
 - `sort_by_length = true`: at prediction time the documents of a transformer batch are run
   in length-sorted sub-batches of `bucket_rows` documents, each padded only to its own
   longest window, and merged back in order (pipeline.encoder_batches).
+- `train_bucket_rows = N` (0: off): in training, the same in sub-batches of N documents,
+  the gradient sent back to each (the same gradients, less work on padding).
 
 The layer's forward calls the TransformerModel's own forward; it serializes as the
 TransformerModel alone, so `transformer/model` is the file spacy-transformers writes, and
@@ -33,7 +35,7 @@ from spacy_transformers.data_classes import FullTransformerBatch
 from spacy_transformers.layers import TransformerModel, split_trf_batch, trfs2arrays
 from thinc.api import Model, chain
 
-from spacy_maral.pipeline.encoder_batches import length_sorted_predict
+from spacy_maral.pipeline.encoder_batches import length_sorted
 from spacy_maral.pipeline.folder import load_naming_the_damaged_file, pipeline_config
 from spacy_maral.pipeline.subwords import EncoderWindows
 from spacy_maral.util import logger, registry
@@ -70,11 +72,13 @@ def resolve_precision(precision: str, on_gpu: bool = False) -> str:
     return precision
 
 
-def check_settings(precision: str, bucket_rows: int) -> None:
+def check_settings(precision: str, bucket_rows: int, train_bucket_rows: int = 0) -> None:
     """Refuse a setting that can't run (when the config is resolved)."""
     resolve_precision(precision)
     if bucket_rows < 1:
         raise ValueError(f"bucket_rows must be at least 1, not {bucket_rows}")
+    if train_bucket_rows < 0:
+        raise ValueError(f"train_bucket_rows must be 0 (off) or at least 1, not {train_bucket_rows}")
 
 
 class EncoderRuntime(Model):
@@ -87,11 +91,16 @@ class EncoderRuntime(Model):
         spacy_maral.encoder_windows.v1, reads its limit from it).
     precision (str): "auto", "fp32" or "bf16".
     sort_by_length (bool): length-sorted sub-batches at prediction.
-    bucket_rows (int): documents per sub-batch.
+    bucket_rows (int): documents per sub-batch at prediction.
+    train_bucket_rows (int): documents per length-sorted sub-batch in training (0: the
+        batch whole).
     """
 
-    def __init__(self, encoder: Model, precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16) -> None:
-        check_settings(precision, bucket_rows)
+    def __init__(
+        self, encoder: Model, precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16,
+        train_bucket_rows: int = 0,
+    ) -> None:
+        check_settings(precision, bucket_rows, train_bucket_rows)
         super().__init__(
             "encoder_runtime", _forward, init=_init, layers=[encoder], dims={"nO": None},
             attrs={"set_transformer": _set_transformer, "replace_listener": _replace_listener,
@@ -99,7 +108,8 @@ class EncoderRuntime(Model):
         )
         # a plain attribute, not a thinc attr: attrs are saved with the weights, and the
         # settings come from the config only
-        self.settings = {"precision": precision, "sort_by_length": bool(sort_by_length), "bucket_rows": int(bucket_rows)}
+        self.settings = {"precision": precision, "sort_by_length": bool(sort_by_length), "bucket_rows": int(bucket_rows),
+                         "train_bucket_rows": int(train_bucket_rows)}
         get_spans = encoder.attrs.get("get_spans")
         if isinstance(get_spans, EncoderWindows):
             get_spans.bind(encoder)
@@ -159,7 +169,8 @@ class EncoderRuntime(Model):
 
 @registry.architectures(ARCHITECTURE)
 def build_encoder_runtime(
-    encoder: Model[List[Doc], FullTransformerBatch], precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16
+    encoder: Model[List[Doc], FullTransformerBatch], precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16,
+    train_bucket_rows: int = 0,
 ) -> Model[List[Doc], FullTransformerBatch]:
     """spacy-transformers' TransformerModel (`encoder`) run at a chosen precision, with
     length-sorted sub-batches at prediction (EncoderRuntime).
@@ -170,15 +181,19 @@ def build_encoder_runtime(
         fp32), "fp32" or "bf16".
     sort_by_length (bool): at prediction time, run each batch in sub-batches of documents
         of similar length (less padding).
-    bucket_rows (int): documents per sub-batch.
+    bucket_rows (int): documents per sub-batch at prediction.
+    train_bucket_rows (int): in training, run each batch in length-sorted sub-batches of
+        this many documents, each padded to its own longest window (0: the batch whole).
+        The gradients are the whole batch's; only the dropout masks are drawn per sub-batch.
     """
-    return EncoderRuntime(encoder, precision=precision, sort_by_length=sort_by_length, bucket_rows=bucket_rows)
+    return EncoderRuntime(encoder, precision=precision, sort_by_length=sort_by_length, bucket_rows=bucket_rows,
+                          train_bucket_rows=train_bucket_rows)
 
 
 @registry.architectures(TOK2VEC_ARCHITECTURE)
 def build_tok2vec_encoder_runtime(
     encoder: Model, pooling: Model, grad_factor: float = 1.0, precision: str = "auto",
-    sort_by_length: bool = True, bucket_rows: int = 16,
+    sort_by_length: bool = True, bucket_rows: int = 16, train_bucket_rows: int = 0,
 ) -> Model:
     """A component's own transformer (as spacy-transformers.Tok2VecTransformer.v3) under
     the runtime: what `nlp.replace_listeners` puts in the place of a listener of a
@@ -187,9 +202,10 @@ def build_tok2vec_encoder_runtime(
     encoder (Model): spacy-transformers.TransformerModel.v3.
     pooling (Model): wordpieces to one vector per token (e.g. spacy_maral.first_subword.v1).
     grad_factor (float): the gradient's weight into the encoder.
-    precision, sort_by_length, bucket_rows: as spacy_maral.EncoderRuntime.v1.
+    precision, sort_by_length, bucket_rows, train_bucket_rows: as spacy_maral.EncoderRuntime.v1.
     """
-    runtime = EncoderRuntime(encoder, precision=precision, sort_by_length=sort_by_length, bucket_rows=bucket_rows)
+    runtime = EncoderRuntime(encoder, precision=precision, sort_by_length=sort_by_length, bucket_rows=bucket_rows,
+                             train_bucket_rows=train_bucket_rows)
     return chain(chain(runtime, split_trf_batch()), trfs2arrays(pooling, grad_factor))
 
 
@@ -210,17 +226,17 @@ def _forward(model: EncoderRuntime, docs: List[Doc], is_train: bool) -> Tuple[Fu
     settings = model.settings
     bf16 = model.running() == "bf16"
 
-    def run(batch: List[Doc]) -> FullTransformerBatch:
-        output, _ = encoder(batch, False)
-        return _fp32_outputs(output) if bf16 else output
+    def run(batch: List[Doc]) -> Tuple[FullTransformerBatch, Callable]:
+        output, backprop = encoder(batch, is_train)
+        return (_fp32_outputs(output) if bf16 else output), backprop
 
+    rows = settings["train_bucket_rows"] if is_train else (settings["bucket_rows"] if settings["sort_by_length"] else 0)
     with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else nullcontext():
-        if not is_train and settings["sort_by_length"] and len(docs) > settings["bucket_rows"]:
+        if rows and len(docs) > rows:
             tokenizer = encoder.tokenizer
             pad = (getattr(tokenizer, "pad_token_id", None) or 0, getattr(tokenizer, "pad_token", None) or "")
-            return length_sorted_predict(run, docs, settings["bucket_rows"], tokenizer, *pad), lambda d_output: docs
-        output, backprop = encoder(docs, is_train)
-    return (_fp32_outputs(output) if bf16 else output), backprop
+            return length_sorted(run, docs, rows, tokenizer, *pad)
+        return run(docs)
 
 
 def _init(model: EncoderRuntime, X: Optional[List[Doc]] = None, Y: Any = None) -> None:
