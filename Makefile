@@ -1,7 +1,7 @@
 # spacy-maral: set-up, tests and the end-to-end cross-lingual job.
 #   make test      set up .venv (CPU torch first, then the package with constraints.txt)
 #                  and run the whole test suite (tests/ and benchmarks/tests/)
-#   make test-fast the suite without the tests marked slow (about 3.5 minutes)
+#   make test-fast the suite without the tests marked slow
 #   make all       set up, then `spacy project run all` in project/: build the offline
 #                  encoder, convert the sample corpus, train the teacher (stage 1) and
 #                  the ensemble's teachers, calibrate, pseudo-label the target text,
