@@ -1,0 +1,214 @@
+"""Which Linear layers of the encoder cost entity agreement under dynamic int8: variants
+that quantize a chosen set of the Hugging Face encoder's nn.Linear modules
+(torch.ao.quantization.quantize_dynamic, qint8 weights, activations quantized on the fly),
+each against the same pipeline in fp32, one thread.
+
+    python benchmarks/scripts/int8_sensitivity.py OUT.json PIPELINE DEV.conll --limit 500 [--variants none all ...]
+
+Variants (default: every one, in this order):
+  none, all                         no Linear int8 / every Linear int8 (pooler included);
+  keep-qkv, keep-attn-out,          every Linear int8 except one kind, kept fp32 in every
+  keep-intermediate, keep-output    layer (attention.self.query/key/value, attention.output.dense,
+                                    intermediate.dense, output.dense);
+  keep-layers-A-B                   every Linear int8 except layers A..B (the layers in thirds,
+                                    0-3, 4-7, 8-11 for 12 layers);
+  only-layer-I                      the Linear modules of layer I int8, everything else fp32.
+
+Every variant quantizes a fresh deep copy of the fp32 encoder and puts it in the pipeline in
+the place of the encoder. For each: the number of Linear modules quantized, entity agreement
+with fp32 (the share of fp32's entities predicted identically, the F1 of its entities against
+fp32's, the share of sentences with identical entities), raw-text P/R/F1 against gold by exact
+character offsets (spacy_maral.evaluation.raw_text.char_prf), and words/s of nlp.pipe over the
+sentences (batch size 64, one warm-up pass of 32 sentences first). OUT.json is rewritten after
+each variant.
+"""
+import argparse
+import copy
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+import torch
+
+CharSpan = Tuple[int, int, str]
+KINDS = {
+    "qkv": ("attention.self.query", "attention.self.key", "attention.self.value"),
+    "attn-out": ("attention.output.dense",),
+    "intermediate": ("intermediate.dense",),
+    "output": ("output.dense",),
+}
+LAYER_NAME = re.compile(r"^(?:.*\.)?layer\.(\d+)\.(.+)$")
+
+
+def linear_names(module: torch.nn.Module) -> List[str]:
+    """The names of the module's nn.Linear submodules, in order."""
+    return [name for name, sub in module.named_modules() if isinstance(sub, torch.nn.Linear)]
+
+
+def layer_and_kind(name: str) -> Tuple[Optional[int], Optional[str]]:
+    """A Linear's layer index and kind (a key of KINDS); None for what is outside the layers."""
+    match = LAYER_NAME.match(name)
+    if not match:
+        return None, None
+    rest = match.group(2)
+    return int(match.group(1)), next((kind for kind, tails in KINDS.items() if rest in tails), None)
+
+
+def thirds(n_layers: int) -> List[Tuple[int, int]]:
+    """The layers in three consecutive groups (first, last), as even as they go."""
+    bounds = [round(n_layers * i / 3) for i in range(4)]
+    return [(bounds[i], bounds[i + 1] - 1) for i in range(3) if bounds[i + 1] > bounds[i]]
+
+
+def variant_sets(names: Sequence[str], n_layers: int) -> Dict[str, Set[str]]:
+    """Every variant: the names of the Linear modules it quantizes."""
+    every = set(names)
+    info = {name: layer_and_kind(name) for name in names}
+    out: Dict[str, Set[str]] = {"none": set(), "all": every}
+    for kind in KINDS:
+        out[f"keep-{kind}"] = {n for n in names if info[n][1] != kind}
+    for first, last in thirds(n_layers):
+        out[f"keep-layers-{first}-{last}"] = {n for n in names if not (info[n][0] is not None and first <= info[n][0] <= last)}
+    for i in range(n_layers):
+        out[f"only-layer-{i}"] = {n for n in names if info[n][0] == i}
+    for name, chosen in out.items():
+        if name not in ("none", "all") and (not chosen or chosen == every):
+            raise SystemExit(f"variant {name}: its group matches no Linear module (names: {names[:8]} ...)")
+    return out
+
+
+def encoder_shim(nlp: Any) -> Any:
+    """The thinc shim that runs the transformer pipe's Hugging Face module."""
+    hf = nlp.get_pipe("transformer").model.transformer
+    shims = [shim for _, pipe in nlp.pipeline if hasattr(pipe, "model") for node in pipe.model.walk() for shim in node.shims
+             if hasattr(getattr(shim, "_model", None), "encoder")]
+    if len(shims) != 1 or shims[0]._model is not hf:
+        raise SystemExit("expected one encoder, the transformer pipe's (a component with its own copy would not be measured)")
+    return shims[0]
+
+
+def r(x: float) -> float:
+    return round(float(x), 4)
+
+
+def install(shim: Any, module: torch.nn.Module) -> None:
+    shim._model = module
+    if hasattr(shim, "_hfmodel"):
+        shim._hfmodel.transformer = module
+
+
+def predict(nlp: Any, texts: List[str], n_words: int, batch_size: int) -> Tuple[List[List[CharSpan]], float]:
+    """Every sentence's entities and the words/s of nlp.pipe over them (after a warm-up)."""
+    list(nlp.pipe(texts[:32], batch_size=batch_size))
+    start = time.perf_counter()
+    docs = list(nlp.pipe(texts, batch_size=batch_size))
+    seconds = time.perf_counter() - start
+    return [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in docs], n_words / seconds
+
+
+def machine() -> Tuple[str, Dict[str, Any]]:
+    """A one-line description (model name first, as benchmarks/scripts/tables.py reads it) and the details."""
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model = next((ln.split(":", 1)[1].strip() for ln in lscpu.splitlines() if ln.startswith("Model name")), "?")
+    flags = next((ln.split(":", 1)[1].split() for ln in lscpu.splitlines() if ln.startswith("Flags")), [])
+    has = {flag: flag in flags for flag in ("avx512_vnni", "avx512_bf16", "avx2")}
+    listed = ", ".join(f"{flag} {'yes' if present else 'no'}" for flag, present in has.items())
+    line = f"{model}; {listed}; 1 thread; load {os.getloadavg()[0]:.2f} at start"
+    return line, {"lscpu_model_name": model, "flags": has, "quantized_engine": torch.backends.quantized.engine,
+                  "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("output", type=Path)
+    parser.add_argument("pipeline")
+    parser.add_argument("dev", help="CoNLL file whose first --limit sentences are used")
+    parser.add_argument("--limit", type=int, default=500)
+    parser.add_argument("--variants", nargs="+", help="variant names (default: all of them)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message=r"(?s).*(torch\.ao\.quantization is deprecated|quantize_per_tensor)")
+
+    from spacy_maral.corpora.conll import read_conll
+    from spacy_maral.evaluation.raw_text import char_prf, raw_sentences
+    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+
+    line, details = machine()
+    nlp = load_pipeline(args.pipeline, precision="fp32")
+    shim = encoder_shim(nlp)
+    fp32 = shim._model  # never changed: every variant quantizes a deep copy of it
+    names = linear_names(fp32)
+    n_layers = int(fp32.config.num_hidden_layers)
+    sets = variant_sets(names, n_layers)
+    chosen = args.variants or list(sets)
+    unknown = [v for v in chosen if v not in sets]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; known: {' '.join(sets)}")
+
+    gold_docs = list(itertools.islice(read_conll(args.dev), args.limit))
+    sentences = raw_sentences(gold_docs)
+    texts = [s.text for s in sentences]
+    gold = [s.gold for s in sentences]
+    n_words = sum(len(doc) for doc in gold_docs)
+    reference, fp32_wps = predict(nlp, texts, n_words, args.batch_size)
+    ref_gold = char_prf(gold, reference)
+    n_ref = sum(len(set(r)) for r in reference)
+    print(f"{len(texts)} sentences, {n_words} words, {n_ref} fp32 entities, {len(names)} Linear modules, {n_layers} layers; "
+          f"fp32: gold F1 {r(ref_gold['ents_f'])}, {fp32_wps:.0f} words/s", flush=True)
+    out: Dict[str, Any] = {
+        "claim": "dynamic int8 of the encoder's Linear modules: which ones cost entity agreement with fp32",
+        "measured": f"per variant (a set of the encoder's nn.Linear modules int8 by torch.ao.quantization.quantize_dynamic, "
+                    f"qint8, the rest fp32): entity agreement with the fp32 pipeline, raw-text P/R/F1 against gold by exact "
+                    f"character offsets and words/s of nlp.pipe (batch size {args.batch_size}, 1 thread, one pass after a "
+                    f"32-sentence warm-up) on the first {len(texts)} sentences of the dev file",
+        "command": " ".join(["python benchmarks/scripts/int8_sensitivity.py", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": line,
+        "machine_details": details,
+        "torch": torch.__version__,
+        "settings": {"pipeline": args.pipeline, "dev": args.dev, "sentences": len(texts), "words": n_words,
+                     "batch_size": args.batch_size, "linear_modules": len(names), "layers": n_layers},
+        "fp32": {"entities": n_ref, "words_per_s": round(fp32_wps, 1), "gold_p": r(ref_gold["ents_p"]),
+                 "gold_r": r(ref_gold["ents_r"]), "gold_f": r(ref_gold["ents_f"])},
+        "variants": [],
+    }
+    header = f"{'variant':<20}{'int8':>6}{'agree':>8}{'agr F1':>8}{'sents=':>8}{'gold F1':>9}{'words/s':>9}{'x fp32':>8}{'s':>7}"
+    print(header, flush=True)
+    for name in chosen:
+        start = time.perf_counter()
+        module = copy.deepcopy(fp32)
+        if sets[name]:
+            module = torch.ao.quantization.quantize_dynamic(module, qconfig_spec=set(sets[name]), dtype=torch.qint8, inplace=True)
+        quantized = sum(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in module.modules())
+        install(shim, module)
+        predicted, wps = predict(nlp, texts, n_words, args.batch_size)
+        same = sum(len(set(p) & set(q)) for p, q in zip(reference, predicted))
+        agreement = char_prf(reference, predicted)
+        scores = char_prf(gold, predicted)
+        result = {
+            "variant": name, "quantized_linear": quantized, "entities": sum(len(set(p)) for p in predicted),
+            "agreement": r(same / n_ref if n_ref else 1.0), "agreement_f1": r(agreement["ents_f"]),
+            "sentences_identical": r(sum(set(p) == set(q) for p, q in zip(reference, predicted)) / len(texts)),
+            "gold_p": r(scores["ents_p"]), "gold_r": r(scores["ents_r"]), "gold_f": r(scores["ents_f"]),
+            "words_per_s": round(wps, 1), "x_fp32": round(wps / fp32_wps, 2),
+            "seconds": round(time.perf_counter() - start, 1),
+        }
+        out["variants"].append(result)
+        args.output.write_text(json.dumps(out, indent=2) + "\n", encoding="utf8")
+        print(f"{name:<20}{quantized:>6}{result['agreement']:>8.3f}{result['agreement_f1']:>8.3f}"
+              f"{result['sentences_identical']:>8.3f}{result['gold_f']:>9.3f}{wps:>9.0f}{result['x_fp32']:>8.2f}"
+              f"{result['seconds']:>7.1f}", flush=True)
+        install(shim, fp32)
+    args.output.write_text(json.dumps(out, indent=2) + "\n", encoding="utf8")
+
+
+if __name__ == "__main__":
+    main()
