@@ -2,8 +2,8 @@
 
 spaCy finds the `maral_ner` and `maral_mlm` factories and the registered functions
 through the package's entry points (setup.py), without an import; importing the package
-imports nothing heavy, so that `python -m spacy_maral --help` and a command's refusal of
-a bad option answer at once. `spacy_maral.MaralNER` and `spacy_maral.make_maral_ner` are
+imports nothing heavy, so that `python -m spacy_maral --help` and the option parser's
+refusals answer at once. `spacy_maral.MaralNER` and `spacy_maral.make_maral_ner` are
 imported on first use. The subpackages, layers listed lowest first (a module imports only its own
 layer and those listed before it; docs/architecture.md):
 

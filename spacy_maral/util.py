@@ -9,6 +9,8 @@ from wasabi.util import ICONS, color
 
 logger = logging.getLogger("spacy_maral")
 
+LINE_WIDTH = 80  # a divider's width
+
 
 def __getattr__(name: str) -> Any:
     """`registry`: spaCy's, re-exported for the package's modules, imported (with spaCy) on
@@ -18,7 +20,6 @@ def __getattr__(name: str) -> Any:
 
         return registry
     raise AttributeError(f"module 'spacy_maral.util' has no attribute {name!r}")
-LINE_WIDTH = 80  # a divider's width
 
 
 class Printer:

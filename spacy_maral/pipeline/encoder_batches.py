@@ -9,7 +9,7 @@ spacy_maral.EncoderRuntime.v1 runs this at prediction time (`sort_by_length`, so
 plain `nlp.pipe` in arrival order pays little for padding) and in training
 (`train_bucket_rows`).
 """
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Sequence, Tuple
 
 import numpy
 import torch
@@ -22,14 +22,13 @@ Part = Tuple[List[int], FullTransformerBatch]
 
 
 def length_sorted(
-    run: Callable[[List[Doc]], Tuple[FullTransformerBatch, Optional[Callable]]], docs: Sequence[Doc], bucket_rows: int,
+    run: Callable[[List[Doc]], Tuple[FullTransformerBatch, Callable]], docs: Sequence[Doc], bucket_rows: int,
     tokenizer: Any = None, pad_id: int = 0, pad_token: str = "",
 ) -> Tuple[FullTransformerBatch, Callable[[FullTransformerBatch], List[Doc]]]:
     """Run `run` on sub-batches of at most `bucket_rows` documents of similar length, merge
     the outputs in the documents' order, and return the merged output with its backprop.
 
-    run (Callable): the inner model on a list of docs: its output and its backprop (None at
-        prediction).
+    run (Callable): the inner model on a list of docs: its output and its backprop.
     docs (Sequence[Doc]): the batch.
     bucket_rows (int): documents per sub-batch (a sentence is one window; a longer document
         brings all its windows).
@@ -47,19 +46,17 @@ def length_sorted(
     if not order:
         return FullTransformerBatch.empty(len(docs)), lambda d_output: list(docs)
     parts: List[Part] = []
-    backprops: List[Optional[Callable]] = []
+    backprops: List[Callable] = []
     for start in range(0, len(order), bucket_rows):
         indices = order[start : start + bucket_rows]
         output, backprop = run([docs[i] for i in indices])
         parts.append((indices, output))
         backprops.append(backprop)
-    row_maps, _ = _row_maps(parts, len(docs))
-    merged = merge_batches(parts, len(docs), pad_id, pad_token)
+    row_maps, n_rows = _row_maps(parts, len(docs))
+    merged = merge_batches(parts, len(docs), row_maps, n_rows, pad_id, pad_token)
 
     def backprop_merged(d_output: FullTransformerBatch) -> List[Doc]:
         for (_, batch), rows, backprop in zip(parts, row_maps, backprops):
-            if backprop is None:
-                raise ValueError("length_sorted: the sub-batches were run for prediction, not for training")
             width = batch.wordpieces.input_ids.shape[1]
             d_part = type(d_output.model_output)(
                 **{key: _rows_of(value, rows, width) for key, value in d_output.model_output.items()}
@@ -69,15 +66,6 @@ def length_sorted(
         return list(docs)
 
     return merged, backprop_merged
-
-
-def length_sorted_predict(
-    run: Callable[[List[Doc]], FullTransformerBatch], docs: Sequence[Doc], bucket_rows: int,
-    tokenizer: Any = None, pad_id: int = 0, pad_token: str = "",
-) -> FullTransformerBatch:
-    """`length_sorted` at prediction: `run` gives the output alone; RETURNS the merged output."""
-    merged, _ = length_sorted(lambda batch: (run(batch), None), docs, bucket_rows, tokenizer, pad_id, pad_token)
-    return merged
 
 
 def _rows_of(value: Any, rows: numpy.ndarray, width: int) -> Any:
@@ -98,12 +86,16 @@ def subword_lengths(tokenizer: Any, texts: List[str]) -> List[int]:
     return [len(ids) for ids in tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
 
 
-def merge_batches(parts: List[Part], n_docs: int, pad_id: int = 0, pad_token: str = "") -> FullTransformerBatch:
+def merge_batches(
+    parts: List[Part], n_docs: int, row_maps: List[numpy.ndarray], n_rows: int, pad_id: int = 0, pad_token: str = ""
+) -> FullTransformerBatch:
     """One FullTransformerBatch from the batches of sub-batches of documents.
 
     parts (List[Tuple[List[int], FullTransformerBatch]]): each sub-batch's document
         indices (into the whole batch) and its output.
     n_docs (int): documents in the whole batch (those in no part have no windows).
+    row_maps (List[numpy.ndarray]), n_rows (int): each part's rows in the merged batch and
+        its number of rows (`_row_maps`).
     pad_id (int): the tokenizer's padding id.
     pad_token (str): its padding token.
     """
@@ -111,7 +103,6 @@ def merge_batches(parts: List[Part], n_docs: int, pad_id: int = 0, pad_token: st
     for indices, batch in parts:
         for i, doc_spans in zip(indices, batch.spans):
             spans[i] = doc_spans
-    row_maps, n_rows = _row_maps(parts, n_docs)
     width = max(batch.wordpieces.input_ids.shape[1] for _, batch in parts)
     return FullTransformerBatch(
         spans=spans,
