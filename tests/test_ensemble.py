@@ -11,10 +11,12 @@ from spacy.tokens import Doc, DocBin
 from thinc.api import Adam, fix_random_seed
 
 from helpers import LEARN_RATE, N_STEPS, STEPS_PER_EPOCH, build_nlp, make_examples
-from spacy_maral.adaptation.soft_labels import PSEUDO_KEY
+from spacy_maral.adaptation.soft_labels import AGREE_ATTR, PSEUDO_KEY
 from spacy_maral.inference.engines import make_engine
+from spacy_maral.inference.ensemble import teachers_agree
 from spacy_maral.inference.pseudo_label import pseudo_label
 from spacy_maral.ml.decoding import decode_doc
+from spacy_maral.ml.spans import enumerate_spans
 from spacy_maral.pipeline.encoder_runtime import load_pipeline
 
 TEXTS = [
@@ -98,6 +100,50 @@ def test_soft_labels_are_the_decoded_mean_of_the_teachers(trained_dir, second_di
     assert differs_from_first, "the second teacher changed nothing: the test cannot tell an ensemble from one teacher"
     manifest = json.loads((tmp_path / "ens" / "_manifest.json").read_text(encoding="utf8"))
     assert len(manifest["ensemble_head_sha256"]) == 1
+
+
+def test_each_sentence_records_whether_the_teachers_own_entities_agree(trained_dir, second_dir, target, tmp_path) -> None:
+    first, second = fp32(trained_dir), fp32(second_dir)
+    stats = pseudo_label(first, target, tmp_path / "ens", batch_size=2, shard_size=4, progress=False, ensemble=[second])
+    flags = []
+    for doc, text in zip(shard_docs(tmp_path / "ens", first.vocab), TEXTS):
+        a, b = span_table(first, text), span_table(second, text)
+        keys = list(a)
+        starts, ends = numpy.array([s for s, _ in keys]), numpy.array([e for _, e in keys])
+        own = [{(s, e, c) for s, e, c, *_ in decode_doc(starts, ends, numpy.stack([t[k] for k in keys]), len(doc))} for t in (a, b)]
+        flags.append(doc.spans[PSEUDO_KEY].attrs[AGREE_ATTR])
+        assert flags[-1] is (own[0] == own[1]), text
+    assert True in flags and False in flags, "the teachers agree everywhere or nowhere: the test can't tell"
+    assert stats.agreed == sum(flags)
+    summary = json.loads((tmp_path / "ens" / "summary.json").read_text(encoding="utf8"))
+    assert summary["sentences_teachers_agree"] == sum(flags)
+    # one teacher records nothing; a teacher with itself agrees everywhere
+    pseudo_label(first, target, tmp_path / "one", shard_size=4, progress=False)
+    assert all(AGREE_ATTR not in d.spans[PSEUDO_KEY].attrs for d in shard_docs(tmp_path / "one", first.vocab))
+    pseudo_label(first, target, tmp_path / "self", shard_size=4, progress=False, ensemble=[fp32(trained_dir)])
+    assert all(d.spans[PSEUDO_KEY].attrs[AGREE_ATTR] is True for d in shard_docs(tmp_path / "self", first.vocab))
+
+
+def test_teachers_agree_needs_the_same_spans_and_the_same_labels() -> None:
+    """teachers_agree on hand-made probabilities: one span each, over classes O, PER, LOC."""
+    vocab = spacy.blank("xx").vocab
+    docs = [Doc(vocab, words=["Anna", "sings", "."]), Doc(vocab, words=["Rain", "."])]
+    spans = enumerate_spans([3, 2], max_width=2)
+
+    def teacher(entities: Dict[Tuple[int, int, int], int]) -> numpy.ndarray:
+        probs = numpy.tile(numpy.array([[0.9, 0.05, 0.05]], dtype=numpy.float32), (len(spans), 1))
+        for row, (d, s, e) in enumerate(spans.tolist()):
+            if (d, s, e) in entities:
+                probs[row] = [0.1, 0.1, 0.1]
+                probs[row, entities[(d, s, e)]] = 0.8
+        return probs
+
+    anna_per = teacher({(0, 0, 1): 1})
+    assert teachers_agree(docs, spans, [anna_per, teacher({(0, 0, 1): 1})]) == [True, True]
+    assert teachers_agree(docs, spans, [anna_per, teacher({(0, 0, 1): 2})]) == [False, True]  # same span, other label
+    assert teachers_agree(docs, spans, [anna_per, teacher({(0, 0, 2): 1})]) == [False, True]  # other span
+    assert teachers_agree(docs, spans, [anna_per, anna_per, teacher({})]) == [False, True]  # one of three finds none
+    assert teachers_agree(docs, spans, [anna_per, teacher({(0, 0, 1): 1, (1, 0, 1): 2})]) == [True, False]
 
 
 def test_three_teachers_weigh_one_third_each(trained_dir, second_dir, target, tmp_path) -> None:

@@ -17,6 +17,7 @@ from typing import Dict, List, Sequence, Tuple
 import numpy
 import pytest
 import spacy
+import torch
 from spacy.tokens import Doc, DocBin, Span, SpanGroup
 from thinc.api import Adam, Config
 
@@ -38,6 +39,7 @@ from spacy_maral.training.callbacks import (
     load_checkpoint,
     save_checkpoint,
 )
+from spacy_maral.training.compact import kept_layers
 from spacy_maral.training.readers import AdaptationCorpus, target_subset
 
 # Target-language sentences with tags: the tags are diagnostics only (pseudo_label_prf).
@@ -259,6 +261,39 @@ def test_reader_errors(reader_corpora, tmp_path) -> None:
     empty = write_docbin(tmp_path / "empty.spacy", [])
     with pytest.raises(ValueError, match="target corpus .* is empty"):
         list(AdaptationCorpus(source, empty)(nlp))
+
+
+def test_reader_agreed_only_keeps_the_sentences_the_teachers_agree_on(reader_corpora, tmp_path) -> None:
+    source, _ = reader_corpora
+    nlp = spacy.blank("xx")
+    docs = []
+    for i, text in enumerate(READER_TARGET):
+        doc = Doc(nlp.vocab, words=text.split())
+        attach_soft_labels(doc, [(0, 1)], numpy.array([[0.3, 0.6, 0.1]]), ("O", "LOC", "PER"), teachers_agree=i % 3 != 1)
+        docs.append(doc)
+    target = write_docbin(tmp_path / "agree.spacy", docs)
+    agreed = [t for i, t in enumerate(READER_TARGET) if i % 3 != 1]
+    read = AdaptationCorpus(source, target, 1, 7, agreed_only=True)
+    assert sorted(eg.reference.text.strip() for eg in read(nlp) if is_target(eg)) == sorted(agreed)
+    assert [eg.reference.text.strip() for eg in read.target_examples(nlp)] == agreed
+    # the subset of max_target_docs is drawn from the agreed sentences only
+    two = AdaptationCorpus(source, target, 1, 7, max_target_docs=2, agreed_only=True)
+    subset = [eg.reference.text.strip() for eg in two.target_examples(nlp)]
+    assert len(subset) == 2 and set(subset) <= set(agreed)
+    # without agreed_only every sentence is used
+    assert len(list(AdaptationCorpus(source, target, 1, 7).target_examples(nlp))) == len(READER_TARGET)
+
+
+def test_reader_agreed_only_refuses_labels_of_one_teacher(reader_corpora, tmp_path) -> None:
+    source, target = reader_corpora  # one teacher's labels: no agreement recorded
+    with pytest.raises(ValueError, match="records no teachers' agreement"):
+        list(AdaptationCorpus(source, target, agreed_only=True)(spacy.blank("xx")))
+    nlp = spacy.blank("xx")
+    doc = Doc(nlp.vocab, words=["Paris", "."])
+    attach_soft_labels(doc, [], numpy.zeros((0, 3)), ("O", "LOC", "PER"), teachers_agree=False)
+    none_agree = write_docbin(tmp_path / "none.spacy", [doc])
+    with pytest.raises(ValueError, match="agree on no sentence"):
+        list(AdaptationCorpus(source, none_agree, agreed_only=True).target_examples(nlp))
 
 
 # --------------------------------------------------------------- pseudo-label
@@ -1089,3 +1124,39 @@ def test_student_training_ignores_the_diagnostic_tags(tiny_encoder, tmp_path) ->
     assert with_tags["weights"].keys() == without["weights"].keys()
     different = [k for k, v in with_tags["weights"].items() if not torch.equal(v, without["weights"][k])]
     assert different == []
+
+
+# ------------------------------------------------------------ compact student
+def test_kept_layers_are_evenly_spaced_and_end_with_the_last() -> None:
+    assert kept_layers(12, 6) == [1, 3, 5, 7, 9, 11]
+    assert kept_layers(12, 4) == [2, 5, 8, 11]
+    assert kept_layers(12, 12) == list(range(12))
+    assert kept_layers(2, 1) == [1]
+    for bad in (0, 13):
+        with pytest.raises(ValueError, match="keeps 1 to 12"):
+            kept_layers(12, bad)
+
+
+def test_a_compact_student_starts_from_the_teachers_layers_and_saves_as_compact(trained, trained_dir, tiny_encoder, tmp_path) -> None:
+    from helpers import assert_same_predictions, build_nlp, predictions
+
+    texts = [t for t, _ in TRAIN_SENTENCES]
+    make = spacy.util.registry.callbacks.get("spacy_maral.configure_encoder.v1")
+    compact = build_nlp(tiny_encoder)
+    compact.initialize(lambda: make_examples(compact))
+    make(freeze_word_embeddings=True, init_from=str(trained_dir), encoder_layers=1)(compact)
+    model = compact.get_pipe("transformer").model.transformer
+    teacher = trained.nlp.get_pipe("transformer").model.transformer
+    assert len(model.encoder.layer) == 1 and model.config.num_hidden_layers == 1
+    kept, last = model.encoder.layer[0].state_dict(), teacher.encoder.layer[1].state_dict()
+    assert kept.keys() == last.keys()
+    for name in kept:
+        assert torch.equal(kept[name], last[name]), name
+    assert model.get_input_embeddings().weight.requires_grad is False
+    compact.update(make_examples(compact), sgd=Adam(0.001))  # it trains
+    compact.to_disk(tmp_path / "compact")
+    loaded = load_pipeline(tmp_path / "compact")
+    assert len(loaded.get_pipe("transformer").model.transformer.encoder.layer) == 1
+    assert_same_predictions(predictions(loaded, texts), predictions(compact, texts))
+    with pytest.raises(ValueError, match="encoder_layers must be 0"):
+        make(encoder_layers=-1)

@@ -7,7 +7,7 @@ file, then os.replace), so a run killed at any moment keeps the last complete st
 """
 import zipfile
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
 from spacy.tokens import Doc, Span, SpanGroup
@@ -18,20 +18,29 @@ from spacy_maral.ml.spans import count_spans, enumerate_spans
 PSEUDO_KEY = "maral_pseudo"
 TARGET_INDEX_KEY = "maral_target_index"
 DIAGNOSTIC_GOLD_KEY = "maral_diagnostic_gold"
+# attrs of the soft labels written from an ensemble: whether every teacher found these entities
+AGREE_ATTR = "teachers_agree"
 
 
-def attach_soft_labels(doc: Doc, spans: Sequence[Tuple[int, int]], probs: numpy.ndarray, classes: Sequence[str]) -> None:
+def attach_soft_labels(
+    doc: Doc, spans: Sequence[Tuple[int, int]], probs: numpy.ndarray, classes: Sequence[str],
+    teachers_agree: Optional[bool] = None,
+) -> None:
     """Store a teacher's kept entity spans and their probability vectors on a doc.
 
     doc (Doc): the target sentence.
     spans (Sequence[Tuple[int, int]]): (start, end) of each kept entity span.
     probs (numpy.ndarray): (len(spans), C) probability vectors (O first).
     classes (Sequence[str]): the class names, O first.
+    teachers_agree (Optional[bool]): for an ensemble's labels, whether every teacher's
+        own entities were the same (recorded as attrs "teachers_agree"); None: one teacher.
     """
     ents = [Span(doc, s, e, label=classes[int(numpy.argmax(p))]) for (s, e), p in zip(spans, probs)]
     group = SpanGroup(doc, name=PSEUDO_KEY, spans=ents)
     group.attrs["probs"] = [[float(x) for x in p] for p in probs]
     group.attrs["classes"] = list(classes)
+    if teachers_agree is not None:
+        group.attrs[AGREE_ATTR] = bool(teachers_agree)
     doc.spans[PSEUDO_KEY] = group
 
 

@@ -34,14 +34,14 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin, SpanGroup
 from tqdm import tqdm
 
-from spacy_maral.adaptation.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
+from spacy_maral.adaptation.soft_labels import AGREE_ATTR, DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, attach_soft_labels
 from spacy_maral.corpora.docbin import docbin_paths
 from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
 from spacy_maral.fileio import atomic_open, atomic_write_text
 from spacy_maral.inference.batching import length_sorted_batches
 from spacy_maral.inference.engines.base import Done, Engine, WorkerSpec
 from spacy_maral.inference.engines.local import InProcessEngine
-from spacy_maral.inference.ensemble import check_ensemble, ensemble_probabilities
+from spacy_maral.inference.ensemble import check_ensemble, mean_probabilities, teacher_probabilities, teachers_agree
 from spacy_maral.inference.lock import folder_lock
 from spacy_maral.inference.runner import Manifest, content_digest, manifest_digest, open_output, run_partitions
 from spacy_maral.ml.span_ner import get_span_head
@@ -57,24 +57,27 @@ class ShardCounts:
     sentences (int): its target sentences.
     entities (Dict[str, int]): its pseudo-labelled entity spans, per label.
     diagnostic_gold (int): the target tags kept aside for diagnostics.
+    agreed (int): its sentences where an ensemble's teachers found the same entities.
     """
 
     sentences: int
     entities: Dict[str, int]
     diagnostic_gold: int
+    agreed: int = 0
 
     @classmethod
     def of(cls, docs: Iterable[Doc]) -> "ShardCounts":
         """The counts of a shard's pseudo-labelled docs."""
         entities: Counter = Counter()
-        sentences = diagnostic_gold = 0
+        sentences = diagnostic_gold = agreed = 0
         for doc in docs:
             sentences += 1
             if PSEUDO_KEY in doc.spans:
                 entities.update(span.label_ for span in doc.spans[PSEUDO_KEY])
+                agreed += doc.spans[PSEUDO_KEY].attrs.get(AGREE_ATTR) is True
             if DIAGNOSTIC_GOLD_KEY in doc.spans:
                 diagnostic_gold += len(doc.spans[DIAGNOSTIC_GOLD_KEY])
-        return cls(sentences, dict(entities), diagnostic_gold)
+        return cls(sentences, dict(entities), diagnostic_gold, agreed)
 
 
 @dataclass
@@ -113,6 +116,7 @@ class PseudoLabelStats:
     shards_kept: int = 0
     entities: Counter = field(default_factory=Counter)
     diagnostic_gold: int = 0
+    agreed: int = 0
 
     def add(self, counts: ShardCounts, kept: bool) -> None:
         """Count a shard: kept from an earlier run, or written by this one."""
@@ -124,12 +128,14 @@ class PseudoLabelStats:
         self.sentences += counts.sentences
         self.entities.update(counts.entities)
         self.diagnostic_gold += counts.diagnostic_gold
+        self.agreed += counts.agreed
 
     def to_dict(self) -> Dict[str, object]:
         return {
             "sentences": self.sentences, "skipped_sentences_from_finished_shards": self.skipped_sentences,
             "shards_written": self.shards_written, "shards_kept": self.shards_kept,
             "entities": dict(self.entities), "diagnostic_gold_entities": self.diagnostic_gold,
+            "sentences_teachers_agree": self.agreed,
         }
 
 
@@ -145,7 +151,9 @@ def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc], ensemble: Sequenc
     ner (MaralNER): its maral_ner component.
     docs (List[Doc]): the target sentences.
     ensemble (Sequence[Language]): more teachers: the soft labels come from the mean of
-        all teachers' span probabilities (spacy_maral.inference.ensemble).
+        all teachers' span probabilities (spacy_maral.inference.ensemble), and each
+        sentence records whether every teacher's own entities are the same
+        (attrs "teachers_agree" of its soft labels).
     """
     for doc in docs:
         if doc.ents:
@@ -155,11 +163,14 @@ def label_batch(nlp: Language, ner: MaralNER, docs: List[Doc], ensemble: Sequenc
     if not runnable:
         return docs
     teachers = [(nlp, ner)] + [(member, find_maral_ner(member)) for member in ensemble]
-    predicted, spans, probs = ensemble_probabilities(teachers, runnable)
-    for doc, kept in zip(runnable, decode_docs(predicted, spans, probs)):
+    predicted, spans, each = teacher_probabilities(teachers, runnable)
+    probs = mean_probabilities(each)
+    agree: List[Optional[bool]] = list(teachers_agree(predicted, spans, each)) if ensemble else [None] * len(runnable)
+    for doc, kept, agreed in zip(runnable, decode_docs(predicted, spans, probs), agree):
         rows = [entity.row for entity in kept]
-        spans = [(entity.start, entity.end) for entity in kept]
-        attach_soft_labels(doc, spans, probs[rows] if rows else numpy.zeros((0, len(ner.classes))), ner.classes)
+        kept_spans = [(entity.start, entity.end) for entity in kept]
+        attach_soft_labels(doc, kept_spans, probs[rows] if rows else numpy.zeros((0, len(ner.classes))), ner.classes,
+                           teachers_agree=agreed)
     return docs
 
 

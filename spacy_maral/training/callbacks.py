@@ -5,6 +5,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from spacy.language import Language
 
 from spacy_maral.fileio import old_dir, replace_dir
+from spacy_maral.training.compact import keep_encoder_layers
 from spacy_maral.util import logger, registry
 
 
@@ -69,7 +70,7 @@ def copy_weights_from(nlp: Language, source: Path) -> List[str]:
 
 @registry.callbacks("spacy_maral.configure_encoder.v1")
 def configure_encoder(
-    freeze_word_embeddings: bool = True, init_from: Optional[str] = None
+    freeze_word_embeddings: bool = True, init_from: Optional[str] = None, encoder_layers: int = 0
 ) -> Callable[[Language], Language]:
     """An [initialize.after_init] callback that configures the transformer.
 
@@ -78,11 +79,20 @@ def configure_encoder(
     init_from (Optional[str]): a trained pipeline whose weights the pipes of the same
         name start from (a warm start, e.g. a student from its teacher). The paper's
         stage 2 starts from the pretrained encoder (None).
+    encoder_layers (int): a compact encoder: keep this many of the transformer's layers,
+        evenly spaced and ending with the last, after the warm start (e.g. 6 of 12;
+        spacy_maral.training.compact); 0 = every layer.
     """
+    if encoder_layers < 0:
+        raise ValueError(f"encoder_layers must be 0 (every layer) or the number of layers to keep, not {encoder_layers}")
 
     def after_init(nlp: Language) -> Language:
         if init_from:
             copy_weights_from(nlp, Path(init_from))
+        if encoder_layers:
+            for name, transformer in hf_transformers(nlp):
+                kept = keep_encoder_layers(transformer, encoder_layers)
+                logger.warning("Compact encoder: '%s' keeps its layers %s", name, [i + 1 for i in kept])
         if freeze_word_embeddings:
             n = freeze_word_embeddings_of(nlp)
             if n == 0:

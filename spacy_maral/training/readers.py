@@ -16,7 +16,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span, SpanGroup
 from spacy.training import Example
 
-from spacy_maral.adaptation.soft_labels import DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, TARGET_INDEX_KEY
+from spacy_maral.adaptation.soft_labels import AGREE_ATTR, DIAGNOSTIC_GOLD_KEY, PSEUDO_KEY, TARGET_INDEX_KEY
 from spacy_maral.corpora.docbin import bare_copy, read_docs
 from spacy_maral.pipeline.tokenizer import language_tokenizer
 from spacy_maral.util import registry
@@ -78,6 +78,9 @@ class AdaptationCorpus:
     source_lang (Optional[str]): with gold_preproc false, tokenize the source text with
         this language's rules (spacy_maral.tokenizer.v1; e.g. "en", as the teacher was
         trained); None = the pipeline's own tokenizer.
+    agreed_only (bool): use only the target sentences where the teachers of an ensemble
+        found the same entities (pseudo-label --ensemble-from records it); the subset of
+        max_target_docs is drawn from those.
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class AdaptationCorpus:
         seed: int = 0,
         gold_preproc: bool = True,
         source_lang: Optional[str] = None,
+        agreed_only: bool = False,
     ) -> None:
         if source_per_batch < 1 or target_per_batch < 1:
             raise ValueError("source_per_batch and target_per_batch must be >= 1")
@@ -101,6 +105,7 @@ class AdaptationCorpus:
         self.seed = seed
         self.gold_preproc = gold_preproc
         self.source_lang = source_lang
+        self.agreed_only = agreed_only
         self.epoch = 0
 
     def _source_tokenizer(self, nlp: Language) -> Optional[Callable[[str], Doc]]:
@@ -114,12 +119,28 @@ class AdaptationCorpus:
             raise ValueError(f"the {what} corpus {path} is empty")
         return docs
 
+    def _target_docs(self, nlp: Language) -> List[Doc]:
+        """The target sentences adaptation may use (all, or those the teachers agree on)."""
+        docs = self._read(self.target, nlp, "target")
+        if not self.agreed_only:
+            return docs
+        flags = [doc.spans[PSEUDO_KEY].attrs.get(AGREE_ATTR) if PSEUDO_KEY in doc.spans else None for doc in docs]
+        if all(flag is None for flag in flags):
+            raise ValueError(
+                f"agreed_only: the target corpus {self.target} records no teachers' agreement; "
+                "pseudo-label it with several teachers (pseudo-label --ensemble-from) or set agreed_only false"
+            )
+        agreed = [doc for doc, flag in zip(docs, flags) if flag is True]
+        if not agreed:
+            raise ValueError(f"agreed_only: in the target corpus {self.target} the teachers agree on no sentence")
+        return agreed
+
     def __call__(self, nlp: Language) -> Iterator[Example]:
         """One epoch: every target sentence of the subset once, in a fresh seeded order,
         each group of target_per_batch preceded by source_per_batch source sentences."""
         tokenize = self._source_tokenizer(nlp)
         source_docs = self._read(self.source, nlp, "source")
-        target_docs = self._read(self.target, nlp, "target")
+        target_docs = self._target_docs(nlp)
         subset = target_subset(len(target_docs), self.max_target_docs, self.seed)
         rng = numpy.random.default_rng(self.seed + 1000 * self.epoch)
         self.epoch += 1
@@ -145,7 +166,7 @@ class AdaptationCorpus:
     def target_examples(self, nlp: Language) -> Iterator[Example]:
         """Every target sentence of the subset once, by its index in the soft-label store
         (0..n-1): what the store is built from."""
-        target_docs = self._read(self.target, nlp, "target")
+        target_docs = self._target_docs(nlp)
         subset = target_subset(len(target_docs), self.max_target_docs, self.seed)
         for k, i in enumerate(subset.tolist()):
             yield target_example(target_docs[i], k, nlp)
