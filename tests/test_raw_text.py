@@ -243,12 +243,14 @@ def test_score_temperature_is_applied_stored_and_leaves_predictions(trained, tmp
     raw = ner.model.predict(docs)
     logits = ner.model.ops.to_numpy(raw.logits) + ner.inference_tau * ner.loss.log_prior[None, :]
     rows = {(int(d), int(s), int(e)): i for i, (d, s, e) in enumerate(raw.spans.tolist())}
+    stored = dict(ner.cfg)
     try:
         ner.score_temperature = 3.0
         hot = predictions(nlp, texts)
         nlp.to_disk(tmp_path / "p")
-    finally:
-        ner.score_temperature = 1.0
+    finally:  # the shared fixture's cfg as it was (a test that compares it with its saved copy runs later)
+        ner.cfg.clear()
+        ner.cfg.update(stored)
     for i, ((ents, spans, _), (ents_t, spans_t, scores_t)) in enumerate(zip(base, hot)):
         assert ents == ents_t and spans == spans_t  # the same entities
         for (s, e, label), score in zip(spans_t, scores_t):
