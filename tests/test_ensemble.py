@@ -221,6 +221,8 @@ def test_pseudo_label_command_takes_ensemble_teachers(trained_dir, second_dir, t
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "_manifest.json").read_text(encoding="utf8"))
     assert len(manifest["ensemble_head_sha256"]) == 1
+    agreed = json.loads((out / "summary.json").read_text(encoding="utf8"))["sentences_teachers_agree"]
+    assert f"{agreed} of {len(TEXTS)} sentences where every teacher found the same entities" in result.output
     listed = tmp_path / "teachers.json"  # what train-teachers writes
     listed.write_text(json.dumps({"teachers": {"1": {"model": str(second_dir)}}}), encoding="utf8")
     result = CliRunner().invoke(app, ["pseudo-label", str(trained_dir), str(target), str(tmp_path / "from"), "--ensemble-from", str(listed),

@@ -96,6 +96,8 @@ def pseudo_label_command(
         msg.text(f"engine: ray, {n_workers} actors")
     for label, n in sorted(stats.entities.items()):
         msg.text(f"  {label:<10} {n:>8} pseudo-labelled entity spans")
+    if members:
+        msg.text(f"  {stats.agreed} of {stats.sentences} sentences where every teacher found the same entities")
     if stats.diagnostic_gold:
         msg.text(f"  {stats.diagnostic_gold} target tags kept aside for diagnostics only")
     msg.text(f"output: {output_dir}")
