@@ -1,8 +1,8 @@
 """A compact student: an encoder with fewer layers than its teacher's, made of some of
 the teacher's own layers (as DistilBERT is initialised from BERT). Stage 2 is already a
 distillation (the student learns the teacher's soft labels), so a compact student needs
-no other machinery; it runs about n/k times faster where the encoder is most of the work
-(a CPU without bfloat16)."""
+no other machinery. Keeping k of n layers does k/n of the encoder layers' work per
+token (measured speed: BENCHMARKS.md, "Speed and cost")."""
 from typing import Any, List
 
 import torch
