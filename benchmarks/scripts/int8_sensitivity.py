@@ -3,7 +3,16 @@ that quantize a chosen set of the Hugging Face encoder's nn.Linear modules
 (torch.ao.quantization.quantize_dynamic, qint8 weights, activations quantized on the fly),
 each against the same pipeline in fp32, one thread.
 
-    python benchmarks/scripts/int8_sensitivity.py OUT.json PIPELINE DEV.conll --limit 500 [--variants none all ...]
+    python benchmarks/scripts/int8_sensitivity.py OUT.json PIPELINE DEV.conll --limit 500 [--variants none all ...] [--per-channel]
+
+--per-channel quantizes each weight matrix per output channel (one scale per row:
+torch.ao.quantization.per_channel_dynamic_qconfig) instead of one scale per matrix.
+--smooth ALPHA migrates the activations' outliers into the weights first (SmoothQuant,
+Xiao et al. 2023): each quantized Linear's input channel j is divided by
+s_j = max|X_j|^ALPHA / max|W_:,j|^(1-ALPHA) and its weight column multiplied by it, the
+activation maxima taken in fp32 on --calibration sentences of the dev file that follow
+the scored ones (an explicit division before each Linear: BERT's LayerNorm output is also
+its residual stream, so the scale can't be folded into it).
 
 Variants (default: every one, in this order):
   none, all                         no Linear int8 / every Linear int8 (pooler included);
@@ -84,6 +93,54 @@ def variant_sets(names: Sequence[str], n_layers: int) -> Dict[str, Set[str]]:
     return out
 
 
+class SmoothedLinear(torch.nn.Module):
+    """x / s, then a Linear whose weight columns were multiplied by s (the same function)."""
+
+    def __init__(self, linear: torch.nn.Linear, scale: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("inv_scale", 1.0 / scale)
+        self.linear = linear
+        with torch.no_grad():
+            self.linear.weight.mul_(scale[None, :])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x * self.inv_scale)
+
+
+def activation_maxima(module: torch.nn.Module, names: Sequence[str], run) -> Dict[str, torch.Tensor]:
+    """Per input channel, the largest |x| each named Linear sees while `run()` runs."""
+    maxima: Dict[str, torch.Tensor] = {}
+    subs = dict(module.named_modules())
+    hooks = []
+    for name in names:
+        def hook(_mod, inputs, name=name):
+            x = inputs[0].detach().abs().reshape(-1, inputs[0].shape[-1]).amax(dim=0).float()
+            maxima[name] = torch.maximum(maxima[name], x) if name in maxima else x
+        hooks.append(subs[name].register_forward_pre_hook(hook))
+    try:
+        run()
+    finally:
+        for h in hooks:
+            h.remove()
+    return maxima
+
+
+def smooth(module: torch.nn.Module, names: Sequence[str], maxima: Dict[str, torch.Tensor], alpha: float) -> List[str]:
+    """Replace each named Linear by a SmoothedLinear (in place); RETURNS the names of the
+    Linear modules to quantize (NAME.linear)."""
+    out = []
+    for name in names:
+        parent_name, _, child = name.rpartition(".")
+        parent = module.get_submodule(parent_name) if parent_name else module
+        linear = getattr(parent, child)
+        w_max = linear.weight.detach().abs().amax(dim=0).float().clamp(min=1e-5)
+        a_max = maxima[name].clamp(min=1e-5)
+        scale = (a_max.pow(alpha) / w_max.pow(1 - alpha)).clamp(min=1e-5)
+        setattr(parent, child, SmoothedLinear(linear, scale))
+        out.append(f"{name}.linear")
+    return out
+
+
 def encoder_shim(nlp: Any) -> Any:
     """The thinc shim that runs the transformer pipe's Hugging Face module."""
     hf = nlp.get_pipe("transformer").model.transformer
@@ -133,6 +190,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=500)
     parser.add_argument("--variants", nargs="+", help="variant names (default: all of them)")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--per-channel", action="store_true", help="one weight scale per output channel")
+    parser.add_argument("--smooth", type=float, default=None, help="SmoothQuant migration strength alpha (0..1)")
+    parser.add_argument("--calibration", type=int, default=128, help="sentences after the scored ones, for --smooth")
     args = parser.parse_args()
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message=r"(?s).*(torch\.ao\.quantization is deprecated|quantize_per_tensor)")
@@ -153,7 +213,9 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown variants {unknown}; known: {' '.join(sets)}")
 
-    gold_docs = list(itertools.islice(read_conll(args.dev), args.limit))
+    all_docs = list(itertools.islice(read_conll(args.dev), args.limit + args.calibration))
+    gold_docs = all_docs[: args.limit]
+    calibration = [s.text for s in raw_sentences(all_docs[args.limit:])]
     sentences = raw_sentences(gold_docs)
     texts = [s.text for s in sentences]
     gold = [s.gold for s in sentences]
@@ -174,6 +236,8 @@ def main() -> None:
         "machine": line,
         "machine_details": details,
         "torch": torch.__version__,
+        "weight_scales": "per output channel" if args.per_channel else "per tensor",
+        "smoothquant_alpha": args.smooth, "calibration_sentences": len(calibration) if args.smooth is not None else 0,
         "settings": {"pipeline": args.pipeline, "dev": args.dev, "sentences": len(texts), "words": n_words,
                      "batch_size": args.batch_size, "linear_modules": len(names), "layers": n_layers},
         "fp32": {"entities": n_ref, "words_per_s": round(fp32_wps, 1), "gold_p": r(ref_gold["ents_p"]),
@@ -185,8 +249,16 @@ def main() -> None:
     for name in chosen:
         start = time.perf_counter()
         module = copy.deepcopy(fp32)
-        if sets[name]:
-            module = torch.ao.quantization.quantize_dynamic(module, qconfig_spec=set(sets[name]), dtype=torch.qint8, inplace=True)
+        targets = sorted(sets[name])
+        if targets and args.smooth is not None:
+            install(shim, module)
+            maxima = activation_maxima(module, targets, lambda: list(nlp.pipe(calibration, batch_size=args.batch_size)))
+            targets = smooth(module, targets, maxima, args.smooth)
+        if targets:
+            spec: Any = set(targets)
+            if args.per_channel:
+                spec = {n: torch.ao.quantization.per_channel_dynamic_qconfig for n in targets}
+            module = torch.ao.quantization.quantize_dynamic(module, qconfig_spec=spec, dtype=torch.qint8, inplace=True)
         quantized = sum(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in module.modules())
         install(shim, module)
         predicted, wps = predict(nlp, texts, n_words, args.batch_size)
