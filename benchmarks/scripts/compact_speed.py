@@ -10,7 +10,6 @@ The first pipeline is the reference of the ratios. Reads only the text of CORPUS
 """
 import argparse
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ def main() -> None:
 
     from spacy.tokens import DocBin
 
+    from spacy_maral.bench.measure import machine_description
     from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of, load_pipeline, native_bf16
 
     named = dict(item.split("=", 1) for item in args.pipelines)
@@ -74,7 +74,7 @@ def main() -> None:
         "pipelines": {name: {"encoder_layers": layers[name]} for name in named}, "reference": reference,
         "sentences": args.sentences, "rounds": args.rounds, "batch_size": args.batch_size,
         "native_bf16": native_bf16(), "results": results,
-        "machine": f"{platform.processor() or platform.machine()}; torch {torch.__version__}",
+        "machine": machine_description(),
         "date": time.strftime("%Y-%m-%d"),
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
