@@ -316,6 +316,17 @@ def test_pseudo_label_refuses_a_meaningless_inference_tau(tmp_path, tau) -> None
     assert proc.returncode == 2 and "inference_tau must be a finite number >= 0" in proc.stderr, proc.stderr
 
 
+def test_pseudo_label_refuses_an_inference_tau_before_importing_torch(tmp_path) -> None:
+    """The refusal answers at once: torch (seconds to import) is never imported."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "spacy_maral", "pseudo-label",
+                           str(tmp_path / "teacher"), str(tmp_path / "t.txt"), str(tmp_path / "out"),
+                           "--inference-tau", "nan"], env=ENV, capture_output=True, text=True)
+    assert proc.returncode == 2 and "inference_tau must be a finite number >= 0" in proc.stderr, proc.stderr
+    imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    assert "spacy_maral.ml.decoding" in imported
+    assert "torch" not in imported and "spacy" not in imported
+
+
 @pytest.mark.parametrize("command", [
     ["annotate", "no_such_model", "{tmp}/missing.jsonl", "{tmp}/out"],
     ["pseudo-label", "no_such_model", "{tmp}/missing.txt", "{tmp}/out"],

@@ -39,23 +39,25 @@ def pseudo_label_command(
     label the corpus together (the mean of their span probabilities).
     """
 
-    from thinc.api import require_gpu
+    from spacy_maral.ml.decoding import check_inference_tau
 
-    from spacy_maral.corpora.text_check import check_target_text
-    from spacy_maral.inference.engines import make_engine
-    from spacy_maral.inference.pseudo_label import check_inference_tau, pseudo_label
-    from spacy_maral.util import Printer
-
-    msg = Printer()
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
-    from spacy_maral.pipeline.maral_ner import find_maral_ner
-    from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
-
-    if inference_tau is not None:
+    if inference_tau is not None:  # refused at once, before torch or spaCy is imported
         try:
             check_inference_tau(inference_tau)
         except ValueError as err:
             raise typer.BadParameter(str(err), param_hint="--inference-tau") from err
+
+    from thinc.api import require_gpu
+
+    from spacy_maral.corpora.text_check import check_target_text
+    from spacy_maral.inference.engines import make_engine
+    from spacy_maral.inference.pseudo_label import pseudo_label
+    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.maral_ner import find_maral_ner
+    from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
+    from spacy_maral.util import Printer
+
+    msg = Printer()
     try:  # before the GPU starts, any teacher is loaded or OUTPUT_DIR is touched
         for warning in check_target_text(input_path, lang or "xx").warnings:
             msg.warn(f"pseudo-label: {warning}")

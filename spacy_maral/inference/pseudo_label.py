@@ -21,7 +21,6 @@ every engine (this process, or Ray actors: spacy_maral.inference.engines.ray) ru
 """
 import hashlib
 import json
-import math
 from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from spacy_maral.inference.engines.local import InProcessEngine
 from spacy_maral.inference.ensemble import check_ensemble, mean_probabilities, teacher_probabilities, teachers_agree
 from spacy_maral.inference.lock import folder_lock
 from spacy_maral.inference.runner import Manifest, content_digest, manifest_digest, open_output, run_partitions
+from spacy_maral.ml.decoding import check_inference_tau
 from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.pipeline.decoding import decode_docs
 from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of
@@ -375,16 +375,6 @@ def head_fingerprint(ner: MaralNER) -> str:
         digest.update(name.encode("utf8"))
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()
-
-
-def check_inference_tau(value: float) -> None:
-    """Refuse an inference_tau that is not a finite number >= 0 (a NaN makes every
-    decision logit NaN: no entity at all, silently).
-
-    value (float): the weight of the source class prior in the decision rule.
-    """
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"inference_tau must be a finite number >= 0, not {value!r}")
 
 
 def check_target_corpus(path: Path, nlp: Language, gold_tokens: bool = False, limit: int = 0) -> int:

@@ -6,6 +6,7 @@ probability, and a span is kept only when none of its tokens is already covered.
 interval check has no such case.) Arrays only: spacy_maral.pipeline.decoding masks the
 spans of a Doc that can't be entities first.
 """
+import math
 from typing import List, NamedTuple
 
 import numpy
@@ -58,3 +59,13 @@ def decode_doc(starts: numpy.ndarray, ends: numpy.ndarray, probs: numpy.ndarray,
             kept.append(DecodedEntity(s, e, int(best[i]), float(best_prob[i]), int(i)))
     kept.sort()
     return kept
+
+
+def check_inference_tau(value: float) -> None:
+    """Refuse an inference_tau that is not a finite number >= 0 (a NaN makes every
+    decision logit NaN: no entity at all, silently).
+
+    value (float): the weight of the source class prior in the decision rule.
+    """
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"inference_tau must be a finite number >= 0, not {value!r}")
