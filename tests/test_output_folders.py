@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 import pytest
+import spacy
+from spacy.tokens import DocBin
 from typer.testing import CliRunner
 
 from helpers import REPO, app_of, write_train_corpus
@@ -66,9 +68,12 @@ RECIPES: Dict[str, Recipe] = {
     "parallel": Recipe(["parallel", "python -c pass", "--log-dir", "{out}"]),
     "build-encoder": Recipe(["build-encoder", "{out}", "--no-check"]),
     "benchmark-report": Recipe(["benchmark-report", "{dev}", "{dev}", "{out}", "--system", "tiny={run}", "--n-projection", "3"]),
+    # thresholds no student meets: the fallback is built into OUT
+    "guard --fallback-dir": Recipe(["guard", "{model}", "{model}", "{dev}", "{text}", "-o", "{out}.json", "--min-agreement", "101",
+                                    "--fallback-weight", "0.5", "--fallback-dir", "{out}", "--pseudo-labels", "{pseudo}"]),
 }
 # files only, or nothing (languages: its summary file; the commands it runs keep their own rule)
-WRITES_NO_FOLDER = {"evaluate", "guard", "measure", "predict", "install-package", "check-text", "languages"}
+WRITES_NO_FOLDER = {"evaluate", "measure", "predict", "install-package", "check-text", "languages"}
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +82,13 @@ def inputs(trained_dir, tmp_path_factory) -> Dict[str, Path]:
     (folder / "corpus.conll").write_text("Angela B-PER\nMerkel I-PER\nvisited O\nParis B-LOC\n\n", encoding="utf8")
     run = folder / "run"
     shutil.copytree(trained_dir, run / "model-best")
+    pseudo = folder / "pseudo"  # sentences without pseudo-labels: RATE counts 0 entities there
+    pseudo.mkdir()
+    blank = spacy.blank("xx")
+    lines = (folder / "text.txt").read_text(encoding="utf8").splitlines()
+    DocBin(docs=[blank.make_doc(line) for line in lines if line.strip()]).to_disk(pseudo / "shard-00000.spacy")
     return {"model": trained_dir, "dev": folder / "dev.spacy", "text": folder / "text.txt",
-            "conll": folder / "corpus.conll", "run": run, "repo": REPO}
+            "conll": folder / "corpus.conll", "run": run, "repo": REPO, "pseudo": pseudo}
 
 
 def test_every_command_is_placed() -> None:

@@ -1,7 +1,8 @@
 """The RATE rule: a student's decision rule (`inference_tau`, the weight of the source
 class prior) set per language without target tags, as the value of a grid at which the
 student's entities on the pseudo-labelled target text are closest in number to the
-pseudo-labels' own entities.
+pseudo-labels' own entities (`spacy_maral.evaluation.decision_rule`, which the guard's
+fallback uses).
 
     python benchmarks/scripts/rate_rule.py OUT.json STUDENT PSEUDO_DIR [--write DIR] [--batch-size 64]
 
@@ -14,8 +15,6 @@ import json
 import shutil
 import time
 from pathlib import Path
-
-GRID = [0.0, 0.1] + [0.25 * i for i in range(1, 13)]
 
 
 def main() -> None:
@@ -30,10 +29,8 @@ def main() -> None:
     from thinc.api import Config
     from tqdm import tqdm
 
-    from spacy_maral.adaptation.soft_labels import PSEUDO_KEY
-    from spacy_maral.corpora.docbin import bare_copy, read_docs
-    from spacy_maral.inference.batching import length_sorted_batches
-    from spacy_maral.pipeline.decoding import decode_docs
+    from spacy_maral.corpora.docbin import read_docs
+    from spacy_maral.evaluation.decision_rule import rate_inference_tau
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
 
@@ -41,18 +38,9 @@ def main() -> None:
     ner = find_maral_ner(nlp)
     stored_tau = float(ner.inference_tau)
     docs = [d for d in read_docs(args.pseudo, nlp) if len(d)]
-    pseudo_entities = sum(len(d.spans[PSEUDO_KEY]) for d in docs if PSEUDO_KEY in d.spans)
-    counts = {tau: 0 for tau in GRID}
     with tqdm(total=len(docs), desc="student on the target text", unit="sent") as bar:
-        for batch in length_sorted_batches(docs, args.batch_size):
-            predicted = list(nlp.pipe([bare_copy(d, nlp.vocab) for d in batch], disable=[ner.name]))
-            scores = ner.predict(predicted)
-            for tau in GRID:
-                ner.inference_tau = tau
-                counts[tau] += sum(len(kept) for kept in decode_docs(predicted, scores.spans, ner.probabilities(scores)))
-            bar.update(len(batch))
-    ner.inference_tau = stored_tau
-    chosen = min(GRID, key=lambda tau: (abs(counts[tau] - pseudo_entities), tau))
+        rate = rate_inference_tau(nlp, docs, batch_size=args.batch_size, progress=bar.update)
+    pseudo_entities, counts, chosen = rate.pseudo_label_entities, rate.entities, rate.chosen
     result = {
         "rule": ("RATE: the inference_tau of the grid at which the student's entities on the pseudo-labelled "
                  "target text are closest in number to the pseudo-labels'"),

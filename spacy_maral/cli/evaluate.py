@@ -14,6 +14,25 @@ def per_sentence_path(output: Path) -> Path:
     return output.with_suffix(".per_sentence.json")
 
 
+def shipped_spec(specs: List[Tuple[str, str]], guard: Path) -> str:
+    """The name of the pipeline a guard verdict chose to ship: one of `specs`, or
+    "shipped", appended to `specs`, when it is none of them.
+
+    specs (List[Tuple[str, str]]): the (name, pipeline) of MODELS, extended in place.
+    guard (Path): the verdict file.
+    """
+    from spacy_maral.evaluation.guard import read_verdict
+
+    _, chosen_path = read_verdict(guard)
+    for name, path in specs:
+        if Path(path).resolve() == chosen_path.resolve():
+            return name
+    if any(name == "shipped" for name, _ in specs):
+        raise ValueError(f"{guard} chose {chosen_path}, and another pipeline is named 'shipped'")
+    specs.append(("shipped", str(chosen_path)))
+    return "shipped"
+
+
 def model_specs(models: List[str]) -> List[Tuple[str, str]]:
     """The (name, pipeline) of each MODELS argument: NAME=PATH, or a bare PATH named by its
     last folder. A spec that is an existing path, or whose part before the first "=" holds
@@ -51,6 +70,7 @@ def evaluate_command(
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Docs per nlp.pipe batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
     precision: Precision = precision_option(),
+    guard: Optional[Path] = typer.Option(None, "--guard", help="A verdict of `spacy_maral guard`: the pipeline it chose to ship is scored too, as `shipped`, when it is none of MODELS (the guard's fallback); --output records which one shipped."),
     if_exists: bool = typer.Option(False, "--if-exists", help="A TEST_PATH that does not exist is no test set: say so, write --output saying nothing was scored, and exit 0."),
 ) -> None:
     """Score pipelines side by side on a gold test set, on gold tokens and on raw text.
@@ -90,6 +110,7 @@ def evaluate_command(
     nlp = None
     try:
         specs = model_specs(models)
+        shipped = shipped_spec(specs, guard) if guard is not None else None
     except ValueError as err:
         msg.fail(f"evaluate: {err}", exits=1)
     try:
@@ -118,7 +139,7 @@ def evaluate_command(
     if output is not None:
         # the per-sentence counts (for paired bootstraps) go to their own compact file
         per_sentence = {name: r["raw_text"].pop("per_sentence") for name, r in results.items()}
-        atomic_write_text(output, json.dumps({"test": str(test_path), "results": results}, indent=2))
+        atomic_write_text(output, json.dumps({"test": str(test_path), "shipped": shipped, "results": results}, indent=2))
         counts_path = per_sentence_path(output)
         atomic_write_text(counts_path, json.dumps(
             {"test": str(test_path), "columns": ["tp", "predicted", "gold"], "raw_text": per_sentence},

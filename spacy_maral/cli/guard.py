@@ -21,7 +21,10 @@ def guard_command(
     max_dev_drop: float = typer.Option(15.0, "--max-dev-drop", help="Largest allowed drop of source dev F1 (points) from teacher to student."),
     min_agreement: float = typer.Option(60.0, "--min-agreement", help="Smallest allowed student-teacher entity F1 (points) on the target text."),
     max_class_cosine: float = typer.Option(0.99, "--max-class-cosine", help="Largest allowed cosine between two classes' span-vector means."),
-    package_choice: Literal["auto", "student", "teacher"] = typer.Option("auto", "--package-choice", help="auto (the student if trusted, else the teacher), student or teacher."),
+    package_choice: Literal["auto", "student", "teacher"] = typer.Option("auto", "--package-choice", help="auto (the student if trusted, else the fallback if trusted, else the teacher), student or teacher."),
+    fallback_weight: float = typer.Option(0.0, "--fallback-weight", help="Where the student is not trusted (auto): build the fallback (1 - W) * teacher + W * student, deciding at its RATE inference_tau, check it as the student was, and ship it if trusted, before the teacher. 0 = no fallback."),
+    fallback_dir: Optional[Path] = typer.Option(None, "--fallback-dir", help="With --fallback-weight: the folder the fallback pipeline is written to (a new or empty folder, or one guard wrote)."),
+    pseudo_labels: Optional[Path] = typer.Option(None, "--pseudo-labels", help="With --fallback-weight: the pseudo-labelled target corpus (the output of pseudo-label) whose entity count RATE matches."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
     precision: Precision = precision_option(),
@@ -30,13 +33,18 @@ def guard_command(
 
     Compares student and teacher without target tags (source dev F1 on raw text,
     agreement on the target text, class-mean collapse), says plainly whether the student
-    can be trusted, and records which pipeline to package (`export --guard`).
+    can be trusted, and records which pipeline to package (`export --guard`). With
+    --fallback-weight, a distrusted student is followed by the fallback (the teacher
+    interpolated with it), checked the same way, before the teacher is chosen.
     """
 
     from thinc.api import require_gpu
 
+    from spacy_maral.corpora.docbin import docbin_paths
     from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
-    from spacy_maral.evaluation.guard import GuardThresholds, check_package_choice, check_student, write_verdict
+    from spacy_maral.evaluation.fallback import build_fallback, check_fallback_weight
+    from spacy_maral.evaluation.guard import FallbackCheck, GuardThresholds, check_package_choice, check_student, write_verdict
+    from spacy_maral.fileio import check_replaceable
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
     from spacy_maral.util import Printer
@@ -46,6 +54,18 @@ def guard_command(
         check_package_choice(package_choice)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--package-choice") from err
+    try:
+        check_fallback_weight(fallback_weight)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--fallback-weight") from err
+    if fallback_weight > 0:
+        if fallback_dir is None or pseudo_labels is None:
+            raise typer.BadParameter("a fallback needs --fallback-dir and --pseudo-labels", param_hint="--fallback-weight")
+        try:
+            check_replaceable(fallback_dir, "guard --fallback-dir")
+            docbin_paths(pseudo_labels)
+        except ValueError as err:
+            msg.fail(f"guard: {err}", exits=1)
     for name, path in (("DEV", dev_path), ("TARGET_TEXT", target_text)):
         try:
             check_target_path(path)
@@ -87,6 +107,30 @@ def guard_command(
         msg.warn("THE STUDENT SHOULD NOT BE TRUSTED:")
         for problem in report.problems:
             msg.text(f"  - {problem}", err=True)
-    chosen = write_verdict(output, report, teacher_path, student_path, package_choice)
+    fallback = None
+    if fallback_weight > 0 and package_choice == "auto" and not report.trusted:
+        try:
+            path, rate = build_fallback(teacher_path, student_path, fallback_weight, pseudo_labels, fallback_dir,
+                                        batch_size=batch_size, progress=msg.info)
+            msg.info(f"RATE: inference_tau {rate.chosen:g} ({rate.entities[rate.chosen]} entities, the pseudo-labels "
+                     f"{rate.pseudo_label_entities}); the fallback written to {path}")
+            candidate = load_pipeline(path, precision=precision)
+            if target_lang:
+                set_tokenizer_lang(candidate, target_lang)
+            with msg.loading(f"checking the fallback on {len(dev)} source dev and {len(texts)} target sentences"):
+                fallback_report = check_student(teacher, candidate, dev, texts, source_lang=source_lang, thresholds=limits,
+                                                batch_size=batch_size)
+        except (OSError, ValueError) as err:
+            msg.fail(f"guard failed: the fallback: {err}", exits=1)
+        fallback = FallbackCheck(fallback_weight, path, rate.to_dict(), fallback_report)
+        msg.info(f"the fallback: source dev F1 {fallback_report.student_dev_f:.2f}; agreement on the target text "
+                 f"{fallback_report.agreement_f:.2f}")
+        if fallback_report.trusted:
+            msg.good("the fallback passed every check")
+        else:
+            msg.warn("the fallback should not be trusted either:")
+            for problem in fallback_report.problems:
+                msg.text(f"  - {problem}", err=True)
+    chosen = write_verdict(output, report, teacher_path, student_path, package_choice, fallback)
     msg.info(f"package: the {chosen} ({package_choice})")
     msg.good(f"verdict: {output}")

@@ -24,7 +24,8 @@ did not beat its teacher.
 
 `check_student` returns the verdict with every figure; the workflow writes it as JSON,
 says plainly when the student should not be trusted, and `choose` picks the pipeline to
-package. The thresholds are settings (`GuardThresholds`), fixed before any target test
+package: the student, else the fallback where one was built and passed the same check
+(`evaluation.fallback`, recorded as a `FallbackCheck`), else the teacher. The thresholds are settings (`GuardThresholds`), fixed before any target test
 set was read; BENCHMARKS.md says where they come from.
 """
 import json
@@ -189,33 +190,62 @@ def check_package_choice(policy: str) -> None:
         raise ValueError(f"unknown package choice {policy!r}: use auto, student or teacher")
 
 
-def choose(report: GuardReport, policy: str = "auto") -> str:
-    """Which pipeline to ship: "student" or "teacher".
+@dataclass
+class FallbackCheck:
+    """The guard's fallback (evaluation.fallback) and its own check against the teacher.
 
-    report (GuardReport): the check.
-    policy (str): "auto" (the student if trusted, else the teacher), "student" or "teacher".
+    weight (float): the student's weight in the interpolation.
+    path (Path): the fallback pipeline's folder.
+    rate (Dict[str, object]): what RATE counted and chose (DecisionRate.to_dict).
+    report (GuardReport): the fallback checked against the teacher, as a student is.
+    """
+
+    weight: float
+    path: Path
+    rate: Dict[str, object]
+    report: GuardReport
+
+    def to_dict(self) -> Dict[str, object]:
+        return {"weight": self.weight, "path": str(self.path), "rate": self.rate, **self.report.to_dict()}
+
+
+def choose(report: GuardReport, policy: str = "auto", fallback: Optional[FallbackCheck] = None) -> str:
+    """Which pipeline to ship: "student", "fallback" or "teacher".
+
+    report (GuardReport): the student's check.
+    policy (str): "auto" (the student if trusted, else the fallback if there is one and it
+        is trusted, else the teacher), "student" or "teacher".
+    fallback (Optional[FallbackCheck]): the fallback, built where the student is distrusted.
     """
     check_package_choice(policy)
     if policy != "auto":
         return policy
-    return "student" if report.trusted else "teacher"
+    if report.trusted:
+        return "student"
+    return "fallback" if fallback is not None and fallback.report.trusted else "teacher"
 
 
-def write_verdict(path: Path, report: GuardReport, teacher: Path, student: Path, package_choice: str) -> str:
+def write_verdict(
+    path: Path, report: GuardReport, teacher: Path, student: Path, package_choice: str,
+    fallback: Optional[FallbackCheck] = None,
+) -> str:
     """Write the guard's verdict file (what `export --guard` reads): the report's figures,
-    both pipelines, the package choice and the pipeline it picks.
+    both pipelines, the fallback's check where one was built, the package choice and the
+    pipeline it picks.
 
     path (Path): the JSON file, written atomically.
     report (GuardReport): the check.
     teacher (Path): the teacher's pipeline (directory or package name).
     student (Path): the student's.
     package_choice (str): "auto", "student" or "teacher" (choose).
-    RETURNS (str): the chosen pipeline, "student" or "teacher".
+    fallback (Optional[FallbackCheck]): the fallback and its check, or None.
+    RETURNS (str): the chosen pipeline, "student", "fallback" or "teacher".
     """
-    chosen = choose(report, package_choice)
+    chosen = choose(report, package_choice, fallback)
+    paths = {"student": student, "teacher": teacher, "fallback": fallback.path if fallback is not None else None}
     result = {**report.to_dict(), "teacher": str(teacher), "student": str(student),
-              "package_choice": package_choice, "chosen": chosen,
-              "chosen_path": str(student if chosen == "student" else teacher)}
+              "fallback": fallback.to_dict() if fallback is not None else None,
+              "package_choice": package_choice, "chosen": chosen, "chosen_path": str(paths[chosen])}
     atomic_write_text(Path(path), json.dumps(result, indent=2))
     return chosen
 

@@ -32,7 +32,7 @@ class LanguageOutcome:
     fingerprint (str): the digest of what it was trained from (language_fingerprint).
     package (str): the name of its package (LANG_NAME, e.g. xx_maral_ner).
     returncode (int): the exit status of its workflow.
-    shipped (Optional[str]): what the guard chose to ship, "student" or "teacher".
+    shipped (Optional[str]): what the guard chose to ship, "student", "fallback" or "teacher".
     test_f1 (Optional[Dict[str, float]]): raw-text F1 of teacher and student on its test
         set; None when it has none.
     """
