@@ -145,6 +145,18 @@ def test_a_failed_language_does_not_lose_the_others(tmp_path) -> None:
     assert {lang: o["status"] for lang, o in recorded.items()} == {"de": "shipped", "es": "failed", "fi": "shipped"}
 
 
+def test_each_language_records_the_wall_time_of_its_workflow(tmp_path, monkeypatch) -> None:
+    for lang in ("de", "fi"):
+        write(tmp_path / f"{lang}.txt", [GERMAN])
+    project = FakeProject(tmp_path / "project")
+    clock = iter([100.0, 160.0, 200.0, 290.5])  # de from 100 to 160 s, fi from 200 to 290.5 s
+    monkeypatch.setattr("spacy_maral.workflow.languages.time.monotonic", lambda: next(clock))
+    outcomes = run(project, tmp_path, ["de", "fi"])
+    assert outcomes["de"].seconds == 60.0 and outcomes["fi"].seconds == 90.5
+    recorded = json.loads((project.root / SUMMARY).read_text())["languages"]
+    assert recorded["fi"]["seconds"] == 90.5
+
+
 def test_a_run_again_trains_only_what_is_new_or_changed(tmp_path) -> None:
     for lang in ("de", "es", "fi"):
         write(tmp_path / f"{lang}.txt", [GERMAN])

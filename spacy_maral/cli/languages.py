@@ -44,8 +44,9 @@ def languages_command(
         scores = "not scored (no test set)"
         if outcome.test_f1:
             scores = ", ".join(f"{model} {f1 * 100:.2f}" for model, f1 in outcome.test_f1.items())
-        rows.append((lang, outcome.status, f"xx_{outcome.package}", outcome.shipped or "-", scores))
-    msg.table(rows, header=("lang", "status", "package", "guard shipped", "raw-text F1 on test"), divider=True)
+        minutes = f"{outcome.seconds / 60:.1f}" if outcome.seconds is not None else "-"
+        rows.append((lang, outcome.status, f"xx_{outcome.package}", outcome.shipped or "-", scores, minutes))
+    msg.table(rows, header=("lang", "status", "package", "guard shipped", "raw-text F1 on test", "minutes"), divider=True)
     msg.info(f"outcomes: {project / SUMMARY}")
     failed = [lang for lang, outcome in outcomes.items() if outcome.status != "shipped"]
     if failed:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
@@ -35,6 +36,8 @@ class LanguageOutcome:
     shipped (Optional[str]): what the guard chose to ship, "student", "fallback" or "teacher".
     test_f1 (Optional[Dict[str, float]]): raw-text F1 of teacher and student on its test
         set; None when it has none.
+    seconds (Optional[float]): the wall time of its workflow, when it ran (a language
+        kept from an earlier run keeps that run's time).
     """
 
     status: str
@@ -43,6 +46,7 @@ class LanguageOutcome:
     returncode: int = 0
     shipped: Optional[str] = None
     test_f1: Optional[Dict[str, float]] = None
+    seconds: Optional[float] = None
 
 
 def lang_path(template: str, lang: str) -> Path:
@@ -180,9 +184,10 @@ def run_languages(
                 "--vars.target_lang", lang, "--vars.target_text", str(text_path),
                 "--vars.target_test", str(test_path), "--vars.name", package, *settings]
         echo(f"[{i}/{len(langs)}] {lang}: {' '.join(argv[2:])}")
+        started = time.monotonic()
         code = run(argv)
         outcome = LanguageOutcome(status="shipped" if code == 0 else "failed", fingerprint=fingerprint,
-                                  package=package, returncode=code)
+                                  package=package, returncode=code, seconds=round(time.monotonic() - started, 1))
         outcomes[lang] = outcome
         if code == 0:
             _outcome_figures(project, lang, outcome)
