@@ -47,6 +47,7 @@ def build_fallback(
     RETURNS (Tuple[Path, DecisionRate]): the folder written, and what RATE counted and chose.
     """
     from thinc.api import Config
+    from tqdm import tqdm
 
     from spacy_maral.corpora.docbin import read_docs
     from spacy_maral.evaluation.decision_rule import rate_inference_tau
@@ -63,7 +64,8 @@ def build_fallback(
     nlp: Language = average_pipelines([teacher, student], weights=[1.0 - weight, weight])
     docs = list(read_docs(pseudo_labels, nlp))
     say(f"RATE: its entities at each inference_tau on {len(docs)} pseudo-labelled sentences of {pseudo_labels}")
-    rate = rate_inference_tau(nlp, docs, batch_size=batch_size)
+    with tqdm(total=len(docs), desc="RATE", unit="sent", disable=None) as bar:  # a bar on a terminal only
+        rate = rate_inference_tau(nlp, docs, batch_size=batch_size, progress=bar.update)
     ner = find_maral_ner(nlp)
     ner.inference_tau = rate.chosen
     with replace_owned_dir(output, "guard --fallback-dir") as tmp:
