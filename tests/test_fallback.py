@@ -14,11 +14,11 @@ from thinc.api import Config
 from helpers import build_nlp, make_examples
 from spacy_maral.adaptation.soft_labels import attach_soft_labels
 from spacy_maral.corpora.docbin import bare_copy
-from spacy_maral.evaluation.decision_rule import GRID, closest_count, entity_counts, rate_inference_tau
-from spacy_maral.evaluation.fallback import build_fallback, check_fallback_weight
 from spacy_maral.evaluation.guard import FallbackCheck, GuardReport, GuardThresholds, choose
 from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.pipeline.maral_ner import find_maral_ner
+from spacy_maral.training.decision_rule import GRID, closest_count, entity_counts, rate_inference_tau
+from spacy_maral.training.fallback import build_fallback, check_fallback_weight
 
 
 @pytest.fixture(scope="module")

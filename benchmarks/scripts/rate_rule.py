@@ -1,7 +1,7 @@
 """The RATE rule: a student's decision rule (`inference_tau`, the weight of the source
 class prior) set per language without target tags, as the value of a grid at which the
 student's entities on the pseudo-labelled target text are closest in number to the
-pseudo-labels' own entities (`spacy_maral.evaluation.decision_rule`, which the guard's
+pseudo-labels' own entities (`spacy_maral.training.decision_rule`, which the guard's
 fallback uses).
 
     python benchmarks/scripts/rate_rule.py OUT.json STUDENT PSEUDO_DIR [--write DIR] [--batch-size 64]
@@ -30,9 +30,9 @@ def main() -> None:
     from tqdm import tqdm
 
     from spacy_maral.corpora.docbin import read_docs
-    from spacy_maral.evaluation.decision_rule import rate_inference_tau
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
+    from spacy_maral.training.decision_rule import rate_inference_tau
 
     nlp = load_pipeline(args.student)
     ner = find_maral_ner(nlp)

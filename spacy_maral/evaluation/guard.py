@@ -25,8 +25,9 @@ did not beat its teacher.
 `check_student` returns the verdict with every figure; the workflow writes it as JSON,
 says plainly when the student should not be trusted, and `choose` picks the pipeline to
 package: the student, else the fallback where one was built and passed the same check
-(`evaluation.fallback`, recorded as a `FallbackCheck`), else the teacher. The thresholds are settings (`GuardThresholds`), fixed before any target test
-set was read; BENCHMARKS.md says where they come from.
+(`training.fallback`, recorded as a `FallbackCheck`), else the teacher. The thresholds
+are settings (`GuardThresholds`), fixed before any target test set was read;
+BENCHMARKS.md says where they come from.
 """
 import json
 from collections import Counter
@@ -192,7 +193,7 @@ def check_package_choice(policy: str) -> None:
 
 @dataclass
 class FallbackCheck:
-    """The guard's fallback (evaluation.fallback) and its own check against the teacher.
+    """The guard's fallback (training.fallback) and its own check against the teacher.
 
     weight (float): the student's weight in the interpolation.
     path (Path): the fallback pipeline's folder.

@@ -3,7 +3,7 @@
 Where the guard distrusts a student, the workflow used to ship the teacher. The fallback
 is the interpolation of the two, `(1 - weight) * teacher + weight * student` (WiSE-FT,
 Wortsman et al. 2022: `training.averaging.average_pipelines`), deciding at its RATE value
-(`evaluation.decision_rule`): it keeps some of what the student learned of the target
+(`training.decision_rule`): it keeps some of what the student learned of the target
 language, decided at the entity rate of the teachers' pseudo-labels. The guard then checks
 it against the teacher as it checks a student, and the teacher ships only when the
 fallback is distrusted too. BENCHMARKS.md ("Finnish") has what it measured.
@@ -13,7 +13,7 @@ from typing import Callable, Optional, Tuple
 
 from spacy.language import Language
 
-from spacy_maral.evaluation.decision_rule import DecisionRate
+from spacy_maral.training.decision_rule import DecisionRate
 
 
 def check_fallback_weight(weight: float) -> None:
@@ -50,10 +50,10 @@ def build_fallback(
     from tqdm import tqdm
 
     from spacy_maral.corpora.docbin import read_docs
-    from spacy_maral.evaluation.decision_rule import rate_inference_tau
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.training.averaging import average_pipelines
+    from spacy_maral.training.decision_rule import rate_inference_tau
 
     check_fallback_weight(weight)
     if weight == 0.0:
