@@ -7,6 +7,23 @@ import typer
 from spacy_maral.cli._app import Precision, app, precision_option
 
 
+def say_verdict(msg, report, trusted: str, distrusted: str) -> None:
+    """Print a check's verdict: `trusted` when it passed, else `distrusted` and each
+    problem (on stderr).
+
+    msg (Printer): the command's printer.
+    report (GuardReport): the check.
+    trusted (str): the line for a pipeline that passed.
+    distrusted (str): the warning for one that did not.
+    """
+    if report.trusted:
+        msg.good(trusted)
+    else:
+        msg.warn(distrusted)
+        for problem in report.problems:
+            msg.text(f"  - {problem}", err=True)
+
+
 @app.command("guard")
 def guard_command(
     teacher_path: Path = typer.Argument(..., help="The teacher pipeline (stage 1)."),
@@ -101,12 +118,7 @@ def guard_command(
         + " on the target text"
         + (f", label distribution {shift:.3f} from the teacher's (total variation)" if shift is not None else "")
     )
-    if report.trusted:
-        msg.good("the student passed every check")
-    else:
-        msg.warn("THE STUDENT SHOULD NOT BE TRUSTED:")
-        for problem in report.problems:
-            msg.text(f"  - {problem}", err=True)
+    say_verdict(msg, report, "the student passed every check", "THE STUDENT SHOULD NOT BE TRUSTED:")
     fallback = None
     if fallback_weight > 0 and package_choice == "auto" and not report.trusted:
         try:
@@ -125,12 +137,7 @@ def guard_command(
         fallback = FallbackCheck(fallback_weight, path, rate.to_dict(), fallback_report)
         msg.info(f"the fallback: source dev F1 {fallback_report.student_dev_f:.2f}; agreement on the target text "
                  f"{fallback_report.agreement_f:.2f}")
-        if fallback_report.trusted:
-            msg.good("the fallback passed every check")
-        else:
-            msg.warn("the fallback should not be trusted either:")
-            for problem in fallback_report.problems:
-                msg.text(f"  - {problem}", err=True)
+        say_verdict(msg, fallback_report, "the fallback passed every check", "the fallback should not be trusted either:")
     chosen = write_verdict(output, report, teacher_path, student_path, package_choice, fallback)
     msg.info(f"package: the {chosen} ({package_choice})")
     msg.good(f"verdict: {output}")
