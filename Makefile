@@ -32,6 +32,10 @@ DEV_LANG ?= $(if $(wildcard $(DATA)/es/dev.conll),es,$(SOURCE))
 STUDENT_TEMPERATURE ?= 0
 # seeds of more teachers for the pseudo-labels (the workflow's ensemble_seeds); empty: one teacher
 ENSEMBLE_SEEDS ?= 1,2
+# the seeds of the teacher (stage 1) and of the student (stage 2): another draw of the whole
+# job, e.g. TEACHER_SEED=3 ENSEMBLE_SEEDS=4,5 STUDENT_SEED=1 (teacher_seed, student_seed)
+TEACHER_SEED ?= 0
+STUDENT_SEED ?= 0
 # stage-2 seeds of more students, trained side by side with the student, whose weights
 # are averaged with the student's (the workflow's soup_seeds, e.g. 100); empty: the student alone
 SOUP_SEEDS ?=
@@ -85,6 +89,7 @@ conll: setup
 	cd project && ../$(PY) -m spacy project run all . --vars.data_dir $(abspath $(DATA)) \
 	  --vars.target_langs $(TARGETS) --vars.target_text "$(abspath $(DATA))/{lang}/train.conll" \
 	  --vars.target_test "$(abspath $(DATA))/{lang}/test.conll" --vars.dev_lang $(DEV_LANG) --vars.student_temperature $(STUDENT_TEMPERATURE) --vars.ensemble_seeds "$(ENSEMBLE_SEEDS)" \
+	  --vars.teacher_seed $(TEACHER_SEED) --vars.student_seed $(STUDENT_SEED) \
 	  --vars.soup_seeds "$(SOUP_SEEDS)" \
 	  --vars.stage1_steps $(STAGE1_STEPS) --vars.stage2_steps $(STAGE2_STEPS) \
 	  --vars.target_docs $(MAX_TARGET_DOCS) --vars.stage2_epochs $(STAGE2_EPOCHS) \

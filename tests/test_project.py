@@ -457,3 +457,22 @@ def test_make_conll_needs_no_development_language(tmp_path) -> None:
     assert "--vars.target_langs de,fi " in line
     assert f'--vars.target_text "{tmp_path}/{{lang}}/train.conll"' in line
     assert f'--vars.target_test "{tmp_path}/{{lang}}/test.conll"' in line
+
+
+def test_the_seeds_reach_the_teacher_and_the_student(tmp_path) -> None:
+    """TEACHER_SEED and STUDENT_SEED (another draw of the whole job) reach stage 1's
+    `--system.seed`, the student's stage-2 seed and the languages step that runs it."""
+    from weasel.util import load_project_config
+
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(["make", "-n", "-C", str(root), "conll", f"DATA={tmp_path}", "TEACHER_SEED=3", "STUDENT_SEED=1"],
+                         capture_output=True, text=True, check=True)
+    line = " ".join(run.stdout.replace("\\\n", " ").split())
+    assert "--vars.teacher_seed 3 --vars.student_seed 1 " in line
+    config = load_project_config(root / "project", overrides={"vars.teacher_seed": 3, "vars.student_seed": 1})
+    scripts = {c["name"]: " ".join(" ".join(c["script"]).split()) for c in config["commands"]}
+    teacher = next(c["script"][0] for c in config["commands"] if c["name"] == "teacher")
+    assert "spacy train ../configs/source.cfg" in teacher and teacher.split()[-2:] == ["--system.seed", "3"]
+    assert '--seeds ",1"' in scripts["adapt"]
+    assert "--vars.student_seed 1 " in scripts["languages"]
+    assert "--system.seed" not in scripts["ensemble"]  # the ensemble's teachers take their own seeds
