@@ -1,14 +1,15 @@
 """A student's score temperature without target tags (the agreement rule), set against the
 constant 2.0 by ECE on a gold dev set.
 
-    python benchmarks/scripts/temperature_rule.py OUT.json STUDENT PSEUDO_DIR LANG DEV.conll [--skip 800] [--n 1000]
+    python benchmarks/scripts/temperature_rule.py OUT.json STUDENT PSEUDO_DIR LANG DEV.conll [--train-docs 800] [--seed 0] [--n 1000]
 
 The agreement rule: T is the temperature at which the mean score of the student's
 entities on raw target text equals the share of them that the teachers' pseudo-labels
-also hold (same characters, same type). It reads the pseudo-labelled target sentences
-PSEUDO_DIR (the workflow's corpus/LANG-pseudo) from --skip on (the first --skip are the
-student's training sentences), --n of them. DEV.conll is read only to score the two
-temperatures (ECE, 10 bins): it chooses nothing here.
+also hold (same characters, same type). It reads --n of the pseudo-labelled target
+sentences PSEUDO_DIR (the workflow's corpus/LANG-pseudo) that the student did not train
+on: stage 2 trains on the seeded subset of --train-docs sentences that
+`training.readers.target_subset` draws for its --seed, so those are left out. DEV.conll
+is read only to score the two temperatures (ECE, 10 bins): it chooses nothing here.
 """
 import json
 import sys
@@ -24,6 +25,7 @@ from spacy_maral.evaluation.calibration import reliability
 from spacy_maral.evaluation.raw_text import entity_logits
 from spacy_maral.pipeline.decoding import tempered_scores
 from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
+from spacy_maral.training.readers import target_subset
 
 CONSTANT = 2.0
 
@@ -43,7 +45,7 @@ def agreement_temperature(logits: numpy.ndarray, classes: numpy.ndarray, agree: 
 
 
 def main(argv) -> None:
-    options = {"--skip": 800, "--n": 1000}
+    options = {"--train-docs": 800, "--seed": 0, "--n": 1000}
     for flag in list(options):
         if flag in argv:
             i = argv.index(flag)
@@ -52,9 +54,11 @@ def main(argv) -> None:
     out, student, pseudo, lang, dev = Path(argv[0]), argv[1], Path(argv[2]), argv[3], Path(argv[4])
     nlp = spacy.load(student)
     set_tokenizer_lang(nlp, lang)
+    every = list(read_docs(pseudo, nlp))
+    trained = set(target_subset(len(every), options["--train-docs"], options["--seed"]).tolist())
     docs = []
-    for i, doc in enumerate(read_docs(pseudo, nlp)):
-        if i < options["--skip"]:
+    for i, doc in enumerate(every):
+        if i in trained:
             continue
         if len(docs) >= options["--n"]:
             break
@@ -65,7 +69,7 @@ def main(argv) -> None:
     gold = list(iter_target_docs(dev, nlp, gold_tokens=True))
     dev_logits, dev_classes, correct = entity_logits(nlp, gold)
     result = {
-        "student": student, "lang": lang, "target_sentences": len(docs), "entities": int(len(agree)),
+        "student": Path(student).name, "lang": lang, "target_sentences": len(docs), "left_out_trained": len(trained), "entities": int(len(agree)),
         "agreement": round(float(numpy.mean(agree)), 4), "rule_temperature": round(t_rule, 3),
         "dev": dev.name, "dev_entities": int(len(correct)),
         "ece": {
