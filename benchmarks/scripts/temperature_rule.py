@@ -9,7 +9,8 @@ also hold (same characters, same type). It reads --n of the pseudo-labelled targ
 sentences PSEUDO_DIR (the workflow's corpus/LANG-pseudo) that the student did not train
 on: stage 2 trains on the seeded subset of --train-docs sentences that
 `training.readers.target_subset` draws for its --seed, so those are left out. DEV.conll
-is read only to score the two temperatures (ECE, 10 bins): it chooses nothing here.
+is read only to score the temperatures (ECE, 10 bins): the constant, the agreement
+rule's, and the larger of the two (max_rule); it chooses nothing here.
 """
 import json
 import sys
@@ -75,6 +76,7 @@ def main(argv) -> None:
         "ece": {
             "constant_2.0": round(reliability(tempered_scores(dev_logits, dev_classes, CONSTANT), correct)["ece"], 4),
             "agreement_rule": round(reliability(tempered_scores(dev_logits, dev_classes, t_rule), correct)["ece"], 4),
+            "max_rule": round(reliability(tempered_scores(dev_logits, dev_classes, max(CONSTANT, t_rule)), correct)["ece"], 4),
         },
         "dev_precision": round(float(numpy.mean(correct)), 4),
     }
