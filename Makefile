@@ -33,7 +33,8 @@ STUDENT_TEMPERATURE ?= 0
 # seeds of more teachers for the pseudo-labels (the workflow's ensemble_seeds); empty: one teacher
 ENSEMBLE_SEEDS ?= 1,2
 # the seeds of the teacher (stage 1) and of the student (stage 2): another draw of the whole
-# job, e.g. TEACHER_SEED=3 ENSEMBLE_SEEDS=4,5 STUDENT_SEED=1 (teacher_seed, student_seed)
+# job, e.g. TEACHER_SEED=3 ENSEMBLE_SEEDS=4,5 STUDENT_SEED=1 (teacher_seed, student_seed);
+# TEACHER_SEED not in ENSEMBLE_SEEDS (the same seed trains the same teacher twice)
 TEACHER_SEED ?= 0
 STUDENT_SEED ?= 0
 # stage-2 seeds of more students, trained side by side with the student, whose weights
