@@ -70,7 +70,8 @@ def main(argv) -> None:
     gold = list(iter_target_docs(dev, nlp, gold_tokens=True))
     dev_logits, dev_classes, correct = entity_logits(nlp, gold)
     result = {
-        "student": Path(student).name, "lang": lang, "target_sentences": len(docs), "left_out_trained": len(trained), "entities": int(len(agree)),
+        "student": Path(student).name, "lang": lang, "target_sentences": len(docs),
+        "left_out_trained": len(trained), "entities": int(len(agree)),
         "agreement": round(float(numpy.mean(agree)), 4), "rule_temperature": round(t_rule, 3),
         "dev": dev.name, "dev_entities": int(len(correct)),
         "ece": {
