@@ -149,3 +149,29 @@ def test_the_report_carries_the_drift_figures(trained, undertrained, dev_docs) -
     n_teacher = sum(len(d.ents) for d in trained.nlp.pipe(texts))
     n_student = sum(len(d.ents) for d in undertrained.pipe(texts))
     assert report["target_entity_ratio"] == pytest.approx(n_student / n_teacher)
+
+
+@spacy.Language.component("test_guard_relabel_all_as_one")
+def relabel_all_as_one(doc):
+    """Every entity gets the first entity's label: the same spans, other labels."""
+    if doc.ents:
+        label = doc.ents[0].label_
+        doc.ents = [spacy.tokens.Span(doc, e.start, e.end, label=label) for e in doc.ents]
+    return doc
+
+
+def test_a_student_whose_labels_drifted_is_not_trusted_above_max_label_shift(trained, trained_dir, dev_docs) -> None:
+    texts = [d.text for d in dev_docs]
+    drifted = spacy.load(trained_dir)
+    drifted.add_pipe("test_guard_relabel_all_as_one", last=True)
+    strict = GuardThresholds(max_dev_drop=100.0, min_agreement=0.0, max_label_shift=0.2)
+    report = check_student(trained.nlp, drifted, dev_docs, texts, thresholds=strict)
+    assert report.target_entity_ratio == 1.0 and report.target_label_shift > 0.2
+    assert [p for p in report.problems if "drifted" in p] == report.problems and len(report.problems) == 1
+    assert choose(report) == "teacher"
+    # the default (1.0) never distrusts a shift; the same student at its own shift passes
+    assert check_student(trained.nlp, drifted, dev_docs, texts, thresholds=GuardThresholds(max_dev_drop=100.0, min_agreement=0.0)).trusted
+    at_its_shift = GuardThresholds(max_dev_drop=100.0, min_agreement=0.0, max_label_shift=report.target_label_shift)
+    assert check_student(trained.nlp, drifted, dev_docs, texts, thresholds=at_its_shift).trusted
+    # a student equal to its teacher has no shift, so even 0 trusts it
+    assert check_student(trained.nlp, spacy.load(trained_dir), dev_docs, texts, thresholds=GuardThresholds(max_label_shift=0.0)).trusted

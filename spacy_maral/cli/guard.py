@@ -38,6 +38,7 @@ def guard_command(
     max_dev_drop: float = typer.Option(15.0, "--max-dev-drop", help="Largest allowed drop of source dev F1 (points) from teacher to student."),
     min_agreement: float = typer.Option(60.0, "--min-agreement", help="Smallest allowed student-teacher entity F1 (points) on the target text."),
     max_class_cosine: float = typer.Option(0.99, "--max-class-cosine", help="Largest allowed cosine between two classes' span-vector means."),
+    max_label_shift: float = typer.Option(1.0, "--max-label-shift", help="Largest allowed total variation distance (0 to 1) between the label distributions of the student's and the teacher's entities on the target text (1 = never distrusts)."),
     package_choice: Literal["auto", "student", "teacher"] = typer.Option("auto", "--package-choice", help="auto (the student if trusted, else the fallback if trusted, else the teacher), student or teacher."),
     fallback_weight: float = typer.Option(0.0, "--fallback-weight", help="Where the student is not trusted (auto): build the fallback (1 - W) * teacher + W * student, deciding at its RATE inference_tau, check it as the student was, and ship it if trusted, before the teacher. 0 = no fallback."),
     fallback_dir: Optional[Path] = typer.Option(None, "--fallback-dir", help="With --fallback-weight: the folder the fallback pipeline is written to (a new or empty folder, or one guard wrote)."),
@@ -75,6 +76,8 @@ def guard_command(
         check_fallback_weight(fallback_weight)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--fallback-weight") from err
+    if not 0.0 <= max_label_shift <= 1.0:
+        raise typer.BadParameter(f"{max_label_shift:g} is not a total variation distance (0 to 1)", param_hint="--max-label-shift")
     if fallback_weight > 0:
         if fallback_dir is None or pseudo_labels is None:
             raise typer.BadParameter("a fallback needs --fallback-dir and --pseudo-labels", param_hint="--fallback-weight")
@@ -102,7 +105,8 @@ def guard_command(
         texts = texts[:target_limit] if target_limit > 0 else texts
         if not dev or not texts:
             raise ValueError(f"no sentences in {dev_path if not dev else target_text}")
-        limits = GuardThresholds(max_dev_drop=max_dev_drop, min_agreement=min_agreement, max_class_cosine=max_class_cosine)
+        limits = GuardThresholds(max_dev_drop=max_dev_drop, min_agreement=min_agreement, max_class_cosine=max_class_cosine,
+                                 max_label_shift=max_label_shift)
         with msg.loading(f"checking the student on {len(dev)} source dev and {len(texts)} target sentences"):
             report = check_student(teacher, student, dev, texts, source_lang=source_lang, thresholds=limits, batch_size=batch_size)
     except (OSError, ValueError) as err:
@@ -113,10 +117,10 @@ def guard_command(
     )
     ratio, shift = report.target_entity_ratio, report.target_label_shift
     msg.info(
-        "reported, deciding nothing: the student finds "
+        "the student finds "
         + (f"{ratio:.2f}x the teacher's entities" if ratio is not None else "entities where the teacher found none")
-        + " on the target text"
-        + (f", label distribution {shift:.3f} from the teacher's (total variation)" if shift is not None else "")
+        + " on the target text (reported, deciding nothing)"
+        + (f"; its label distribution is {shift:.3f} from the teacher's (total variation)" if shift is not None else "")
     )
     say_verdict(msg, report, "the student passed every check", "THE STUDENT SHOULD NOT BE TRUSTED:")
     fallback = None

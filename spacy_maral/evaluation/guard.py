@@ -15,10 +15,11 @@ drifts away from anything the teacher knew. None of that needs target tags to be
 - **class-mean collapse**: the largest cosine between two classes' span-vector means on
   the source dev set (`margins.span_class_geometry`); above 0.99 the classes have merged.
 
-Two more figures on the same target sentences are reported and decide nothing: the
-student's entity count over the teacher's (`target_entity_ratio`) and the total
-variation distance between their label distributions (`target_label_shift`), the
-signs of a student that drifted from its teacher (more, or other, entities).
+Two more figures on the same target sentences, the signs of a student that drifted from
+its teacher (more, or other, entities): the student's entity count over the teacher's
+(`target_entity_ratio`, reported, deciding nothing) and the total variation distance
+between their label distributions (`target_label_shift`, which distrusts the student
+above `max_label_shift`; 1.0, never, by default).
 BENCHMARKS.md says how well each figure predicted, across the runs made, a student that
 did not beat its teacher.
 
@@ -54,11 +55,15 @@ class GuardThresholds:
         teacher's entities on the target sentences.
     max_class_cosine (float): largest allowed cosine between two classes' span-vector
         means on the source dev set.
+    max_label_shift (float): largest allowed total variation distance (0 to 1) between
+        the label distributions of the student's and the teacher's entities on the target
+        sentences; 1.0 never distrusts.
     """
 
     max_dev_drop: float = 15.0
     min_agreement: float = 60.0
     max_class_cosine: float = 0.99
+    max_label_shift: float = 1.0
 
 
 @dataclass
@@ -172,6 +177,12 @@ def check_student(
         report.problems.append(
             f"the student agrees with the teacher on only {agreement:.2f} F1 of the target text "
             f"(allowed: >= {limits.min_agreement:g}): it has not learned the pseudo-labels"
+        )
+    shift = report.target_label_shift
+    if shift is not None and shift > limits.max_label_shift:
+        report.problems.append(
+            f"the labels of the student's entities on the target text are {shift:.3f} (total variation) "
+            f"from the teacher's (allowed: <= {limits.max_label_shift:g}): it drifted from what the teacher knew"
         )
     if cosine > limits.max_class_cosine:
         report.problems.append(
