@@ -169,8 +169,10 @@ def test_a_student_whose_labels_drifted_is_not_trusted_above_max_label_shift(tra
     assert report.target_entity_ratio == 1.0 and report.target_label_shift > 0.2
     assert [p for p in report.problems if "drifted" in p] == report.problems and len(report.problems) == 1
     assert choose(report) == "teacher"
-    # the default (1.0) never distrusts a shift; the same student at its own shift passes
-    assert check_student(trained.nlp, drifted, dev_docs, texts, thresholds=GuardThresholds(max_dev_drop=100.0, min_agreement=0.0)).trusted
+    assert GuardThresholds().max_label_shift == 0.2  # the workflow's default
+    # 1.0 never distrusts a shift; the same student at its own shift passes
+    never = GuardThresholds(max_dev_drop=100.0, min_agreement=0.0, max_label_shift=1.0)
+    assert check_student(trained.nlp, drifted, dev_docs, texts, thresholds=never).trusted
     at_its_shift = GuardThresholds(max_dev_drop=100.0, min_agreement=0.0, max_label_shift=report.target_label_shift)
     assert check_student(trained.nlp, drifted, dev_docs, texts, thresholds=at_its_shift).trusted
     # a student equal to its teacher has no shift, so even 0 trusts it

@@ -302,7 +302,8 @@ def test_installed_wheel_loads_from_any_directory(project_run_all, tmp_path) -> 
     assert len(result["scores"]) == len(result["ents"])  # one score per predicted entity
     # it is the pipeline the guard chose (the student unless the guard distrusted it)
     verdict = json.loads((project / "metrics/de-guard.json").read_text())
-    assert verdict["chosen"] == ("student" if verdict["trusted"] else "teacher")
+    fallback_trusted = verdict["fallback"] is not None and verdict["fallback"]["trusted"]
+    assert verdict["chosen"] == ("student" if verdict["trusted"] else "fallback" if fallback_trusted else "teacher")
     nlp = spacy.load(project / verdict["chosen_path"])
     set_tokenizer_lang(nlp, "de")
     doc = nlp(text)

@@ -38,7 +38,7 @@ def guard_command(
     max_dev_drop: float = typer.Option(15.0, "--max-dev-drop", help="Largest allowed drop of source dev F1 (points) from teacher to student."),
     min_agreement: float = typer.Option(60.0, "--min-agreement", help="Smallest allowed student-teacher entity F1 (points) on the target text."),
     max_class_cosine: float = typer.Option(0.99, "--max-class-cosine", help="Largest allowed cosine between two classes' span-vector means."),
-    max_label_shift: float = typer.Option(1.0, "--max-label-shift", help="Largest allowed total variation distance (0 to 1) between the label distributions of the student's and the teacher's entities on the target text (1 = never distrusts)."),
+    max_label_shift: float = typer.Option(0.2, "--max-label-shift", help="Largest allowed total variation distance (0 to 1) between the label distributions of the student's and the teacher's entities on the target text (1 = never distrusts)."),
     package_choice: Literal["auto", "student", "teacher"] = typer.Option("auto", "--package-choice", help="auto (the student if trusted, else the fallback if trusted, else the teacher), student or teacher."),
     fallback_weight: float = typer.Option(0.0, "--fallback-weight", help="Where the student is not trusted (auto): build the fallback (1 - W) * teacher + W * student, deciding at its RATE inference_tau, check it as the student was, and ship it if trusted, before the teacher. 0 = no fallback."),
     fallback_dir: Optional[Path] = typer.Option(None, "--fallback-dir", help="With --fallback-weight: the folder the fallback pipeline is written to (a new or empty folder, or one guard wrote)."),
