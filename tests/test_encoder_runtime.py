@@ -45,7 +45,7 @@ def test_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch) -> None:
     assert resolve_precision("auto", on_gpu=True) == "fp32"
     assert resolve_precision("fp32") == "fp32"
     with pytest.raises(ValueError, match="precision must be one of"):
-        resolve_precision("int8")
+        resolve_precision("fp16")
 
 
 def test_a_cpu_without_bf16_runs_fp32(trained_dir, monkeypatch) -> None:

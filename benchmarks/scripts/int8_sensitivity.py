@@ -7,6 +7,9 @@ each against the same pipeline in fp32, one thread.
 
 --per-channel quantizes each weight matrix per output channel (one scale per row:
 torch.ao.quantization.per_channel_dynamic_qconfig) instead of one scale per matrix.
+--per-token quantizes as `precision int8` does (spacy_maral.pipeline.int8.Int8Linear: one
+weight scale per output channel, one activation scale per token, torch._int_mm) instead of
+torch's dynamic int8 (one activation scale per batch).
 --smooth ALPHA migrates the activations' outliers into the weights first (SmoothQuant,
 Xiao et al. 2023): each quantized Linear's input channel j is divided by
 s_j = max|X_j|^ALPHA / max|W_:,j|^(1-ALPHA) and its weight column multiplied by it, the
@@ -191,6 +194,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", help="variant names (default: all of them)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--per-channel", action="store_true", help="one weight scale per output channel")
+    parser.add_argument("--per-token", action="store_true", help="int8 as precision int8 runs it: per-token activation scales")
     parser.add_argument("--smooth", type=float, default=None, help="SmoothQuant migration strength alpha (0..1)")
     parser.add_argument("--calibration", type=int, default=128, help="sentences after the scored ones, for --smooth")
     args = parser.parse_args()
@@ -200,6 +204,7 @@ def main() -> None:
     from spacy_maral.corpora.conll import read_conll
     from spacy_maral.evaluation.raw_text import char_prf, raw_sentences
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.int8 import Int8Linear
 
     line, details = machine()
     nlp = load_pipeline(args.pipeline, precision="fp32")
@@ -236,7 +241,8 @@ def main() -> None:
         "machine": line,
         "machine_details": details,
         "torch": torch.__version__,
-        "weight_scales": "per output channel" if args.per_channel else "per tensor",
+        "weight_scales": "per output channel" if args.per_channel or args.per_token else "per tensor",
+        "activation_scales": "per token (precision int8)" if args.per_token else "per batch (quantize_dynamic)",
         "smoothquant_alpha": args.smooth, "calibration_sentences": len(calibration) if args.smooth is not None else 0,
         "settings": {"pipeline": args.pipeline, "dev": args.dev, "sentences": len(texts), "words": n_words,
                      "batch_size": args.batch_size, "linear_modules": len(names), "layers": n_layers},
@@ -254,12 +260,17 @@ def main() -> None:
             install(shim, module)
             maxima = activation_maxima(module, targets, lambda: list(nlp.pipe(calibration, batch_size=args.batch_size)))
             targets = smooth(module, targets, maxima, args.smooth)
-        if targets:
+        if targets and args.per_token:
+            for target in targets:
+                parent_name, _, child = target.rpartition(".")
+                parent = module.get_submodule(parent_name) if parent_name else module
+                setattr(parent, child, Int8Linear(getattr(parent, child)))
+        elif targets:
             spec: Any = set(targets)
             if args.per_channel:
                 spec = {n: torch.ao.quantization.per_channel_dynamic_qconfig for n in targets}
             module = torch.ao.quantization.quantize_dynamic(module, qconfig_spec=spec, dtype=torch.qint8, inplace=True)
-        quantized = sum(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in module.modules())
+        quantized = sum(isinstance(m, (torch.ao.nn.quantized.dynamic.Linear, Int8Linear)) for m in module.modules())
         install(shim, module)
         predicted, wps = predict(nlp, texts, n_words, args.batch_size)
         same = sum(len(set(p) & set(q)) for p, q in zip(reference, predicted))

@@ -1,6 +1,7 @@
-"""bf16 against fp32 for one trained pipeline, measured side by side in one run.
+"""A precision (bf16 or int8) against fp32 for one trained pipeline, measured side by
+side in one run.
 
-For each precision (fp32, bf16) and thread count: words per second of plain `nlp.pipe`
+For each precision (--precisions, default fp32,bf16; the first is the reference) and thread count: words per second of plain `nlp.pipe`
 in arrival order (the encoder's length-sorted sub-batches on, as configured) and of the
 length-sorted `annotate` path (spacy_maral.inference.batching.pipe_length_sorted), over
 the same sentences, the variants interleaved over several rounds (medians); then, once
@@ -12,6 +13,7 @@ two precisions. Writes one JSON results file.
 """
 import argparse
 import json
+import os
 import platform
 import resource
 import statistics
@@ -37,7 +39,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--precisions", default="fp32,bf16", help="two precisions, the reference first")
     args = parser.parse_args()
+    precisions = args.precisions.split(",")
+    if len(precisions) != 2:
+        parser.error(f"--precisions takes two precisions, the reference first, not {args.precisions!r}")
 
     from spacy.tokens import DocBin
 
@@ -46,10 +52,11 @@ def main() -> None:
     from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of, load_pipeline, native_bf16
 
     tests = dict(item.split("=", 1) for item in args.test)
-    pipelines = {p: load_pipeline(args.pipeline, precision=p) for p in ("fp32", "bf16")}
+    pipelines = {p: load_pipeline(args.pipeline, precision=p) for p in precisions}
     running = {p: encoder_runtime_of(nlp)["running"] for p, nlp in pipelines.items()}
     first_lang, first_path = next(iter(tests.items()))
-    gold = list(DocBin().from_disk(first_path).get_docs(pipelines["fp32"].vocab))[: args.speed_sentences]
+    reference, other = precisions
+    gold = list(DocBin().from_disk(first_path).get_docs(pipelines[reference].vocab))[: args.speed_sentences]
     texts = [d.text for d in gold]
     n_words = sum(len(d) for d in gold)
     bs = args.batch_size
@@ -70,26 +77,29 @@ def main() -> None:
 
     quality: Dict[str, Dict[str, object]] = {}
     for lang, path in tests.items():
-        docs = list(DocBin().from_disk(path).get_docs(pipelines["fp32"].vocab))
+        docs = list(DocBin().from_disk(path).get_docs(pipelines[reference].vocab))
         ents = {}
         for precision, nlp in pipelines.items():
             result = evaluate_raw_text(nlp, docs, batch_size=bs, count_unreachable=False)
             quality.setdefault(lang, {})[precision] = {k: round(100 * float(result[f"ents_{k}"] or 0), 2) for k in ("p", "r", "f")}
             predicted = nlp.pipe([d.text for d in docs], batch_size=bs)
             ents[precision] = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in predicted]
-        same = sum(len(set(a) & set(b)) for a, b in zip(ents["fp32"], ents["bf16"]))
-        union = sum(len(set(a) | set(b)) for a, b in zip(ents["fp32"], ents["bf16"]))
+        same = sum(len(set(a) & set(b)) for a, b in zip(ents[reference], ents[other]))
+        union = sum(len(set(a) | set(b)) for a, b in zip(ents[reference], ents[other]))
         quality[lang]["entity_agreement_pct"] = round(100 * same / max(union, 1), 2)
         quality[lang]["sentences"] = len(docs)
         print(lang, quality[lang], flush=True)
 
     result = {
-        "claim": "bf16 inference against fp32, one pipeline, measured side by side",
+        "claim": f"{other} inference against {reference}, one pipeline, measured side by side",
         "pipeline": str(args.pipeline), "running": running, "native_bf16": native_bf16(),
         "speed_sentences": len(texts), "speed_words": n_words, "speed_test_set": first_lang, "batch_size": bs,
         "rounds": args.rounds, "words_per_second": speed, "raw_text": quality,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "machine": f"{platform.processor() or platform.machine()}; torch {torch.__version__}",
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "isa_limits": {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+                       if k in os.environ},
         "date": time.strftime("%Y-%m-%d"),
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)

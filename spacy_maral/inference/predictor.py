@@ -40,7 +40,7 @@ class EntityPredictor:
     text_column (str): the batch's column of document texts.
     id_column (str): the batch's column of document ids (any values; written as strings).
     precision (str): the encoder's precision: "auto" (bfloat16 where the CPU has it),
-        "fp32" or "bf16".
+        "fp32", "bf16" or "int8".
     batch_size (int): documents per nlp.pipe batch inside a Ray batch.
     scores_key (Optional[str]): doc.spans key with the entity scores (None: the spans_key
         of the pipeline's maral_ner, if any); one no component writes is refused

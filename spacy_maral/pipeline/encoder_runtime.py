@@ -11,6 +11,9 @@ configs, with the TransformerModel as its sub-layer (`[components.transformer.mo
   the CPU anyway, `"fp32"` never uses it. The weights stay fp32 (autocast casts per
   operation), and the encoder's outputs are cast back to fp32 before anything else reads
   them: the span head and its float64 vMF numerics never run under autocast.
+  `"int8"` predicts with int8 matrix products on the CPU (pipeline.int8: per-channel weight
+  scales, per-token activation scales, no calibration); what records a gradient (training)
+  runs fp32. It is never chosen by "auto": it changes 3-4% of the entities.
 - `sort_by_length = true`: at prediction time the documents of a transformer batch are run
   in length-sorted sub-batches of `bucket_rows` documents, each padded only to its own
   longest window, and merged back in order (pipeline.encoder_batches).
@@ -37,10 +40,11 @@ from thinc.api import Model, chain
 
 from spacy_maral.pipeline.encoder_batches import length_sorted
 from spacy_maral.pipeline.folder import load_naming_the_damaged_file, pipeline_config
+from spacy_maral.pipeline.int8 import int8_supported, to_int8
 from spacy_maral.pipeline.subwords import EncoderWindows
 from spacy_maral.util import logger, registry
 
-PRECISIONS = ("auto", "fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "bf16", "int8")
 ARCHITECTURE = "spacy_maral.EncoderRuntime.v1"
 TOK2VEC_ARCHITECTURE = "spacy_maral.Tok2VecEncoderRuntime.v1"
 LEGACY_CALLBACK = "spacy_maral.encoder_runtime.v1"
@@ -55,15 +59,22 @@ def native_bf16() -> bool:
 
 
 def resolve_precision(precision: str, on_gpu: bool = False) -> str:
-    """The precision that runs: "fp32" or "bf16".
+    """The precision that runs: "fp32", "bf16" or "int8".
 
-    precision (str): "auto", "fp32" or "bf16".
+    precision (str): "auto", "fp32", "bf16" or "int8".
     on_gpu (bool): the encoder runs on a GPU (then only "fp32": spacy-transformers'
         mixed_precision setting governs the GPU).
+    RAISES (ValueError): an unknown precision, or "int8" where torch can't multiply int8
+        matrices on this CPU.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if precision == "int8" and not int8_supported():
+        raise ValueError(f"precision int8: this torch ({torch.__version__}) can't multiply int8 matrices on this CPU "
+                         "(torch._int_mm); use auto or fp32")
     if on_gpu:
+        if precision == "int8":
+            logger.warning("precision int8 is for CPUs; the encoder is on a GPU and runs fp32")
         return "fp32"
     if precision == "auto":
         return "bf16" if native_bf16() else "fp32"
@@ -89,7 +100,7 @@ class EncoderRuntime(Model):
 
     encoder (TransformerModel): the wrapped model (its get_spans, if
         spacy_maral.encoder_windows.v1, reads its limit from it).
-    precision (str): "auto", "fp32" or "bf16".
+    precision (str): "auto", "fp32", "bf16" or "int8".
     sort_by_length (bool): length-sorted sub-batches at prediction.
     bucket_rows (int): documents per sub-batch at prediction.
     train_bucket_rows (int): documents per length-sorted sub-batch in training (0: the
@@ -138,7 +149,7 @@ class EncoderRuntime(Model):
         return self.encoder._init_transformer_config
 
     def running(self) -> str:
-        """The precision that runs now: "fp32" or "bf16"."""
+        """The precision that runs now: "fp32", "bf16" or "int8"."""
         return resolve_precision(self.settings["precision"], _on_gpu(self.encoder))
 
     def copy(self) -> "EncoderRuntime":
@@ -178,7 +189,8 @@ def build_encoder_runtime(
     encoder (Model): spacy-transformers.TransformerModel.v3 (its get_spans, e.g.
         spacy_maral.encoder_windows.v1).
     precision (str): "auto" (bfloat16 autocast where the CPU has native bfloat16, else
-        fp32), "fp32" or "bf16".
+        fp32), "fp32", "bf16" or "int8" (int8 matrix products at prediction, on the CPU;
+        never chosen by "auto").
     sort_by_length (bool): at prediction time, run each batch in sub-batches of documents
         of similar length (less padding).
     bucket_rows (int): documents per sub-batch at prediction.
@@ -224,7 +236,10 @@ def runtime_block(encoder: Dict[str, Any], precision: str = "auto", sort_by_leng
 def _forward(model: EncoderRuntime, docs: List[Doc], is_train: bool) -> Tuple[FullTransformerBatch, Callable]:
     encoder = model.encoder
     settings = model.settings
-    bf16 = model.running() == "bf16"
+    running = model.running()
+    bf16 = running == "bf16"
+    if running == "int8" and not is_train:
+        to_int8(encoder.transformer)  # idempotent; the fp32 weights stay its parameters
 
     def run(batch: List[Doc]) -> Tuple[FullTransformerBatch, Callable]:
         output, backprop = encoder(batch, is_train)
@@ -315,7 +330,7 @@ def create_encoder_runtime(
     spacy_maral.EncoderRuntime.v1: their transformer gets that architecture with these
     settings, built from its own config.
 
-    precision (str): "auto", "fp32" or "bf16".
+    precision (str): "auto", "fp32", "bf16" or "int8".
     sort_by_length (bool): length-sorted sub-batches at prediction.
     bucket_rows (int): documents per sub-batch.
     """
@@ -342,7 +357,7 @@ def create_encoder_runtime(
 
 def encoder_runtime_of(nlp: Language) -> Optional[Dict[str, Any]]:
     """The settings of the pipeline's first EncoderRuntime, with the precision that runs
-    ("fp32" or "bf16") under "running", or None when it has none."""
+    ("fp32", "bf16" or "int8") under "running", or None when it has none."""
     for _, pipe in nlp.pipeline:
         for node in getattr(getattr(pipe, "model", None), "walk", lambda: [])():
             if isinstance(node, EncoderRuntime):
@@ -366,7 +381,7 @@ def load_pipeline(model: Union[str, Path], precision: str = "auto", sort_by_leng
     architecture (a bare TransformerModel) the legacy callback's.
 
     model (Union[str, Path]): a pipeline directory or an installed package name.
-    precision (str): "auto", "fp32" or "bf16".
+    precision (str): "auto", "fp32", "bf16" or "int8".
     sort_by_length (Optional[bool]): length-sorted sub-batches; None keeps the saved setting.
     bucket_rows (Optional[int]): documents per sub-batch; None keeps the saved setting.
     kwargs: passed on to spacy.load.

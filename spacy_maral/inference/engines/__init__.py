@@ -50,7 +50,7 @@ def make_engine(
         cpu_count // n_process for several, cpus_per_actor for Ray actors).
     gpu_id (int): local engine: GPU to use (-1 = CPU).
     inference_tau (Optional[float]): override maral_ner's inference_tau.
-    precision (str): the encoder's precision in the workers ("auto", "fp32", "bf16").
+    precision (str): the encoder's precision in the workers ("auto", "fp32", "bf16", "int8").
     address (Optional[str]): ray: cluster address ("auto" = the running cluster); None
         starts a local Ray instance for this run.
     num_actors (int): ray: actors (0 = as many as the cluster's CPUs, or GPUs, allow).

@@ -42,7 +42,7 @@ class WorkerSpec:
     threads (int): torch CPU threads of the worker (0 = leave torch's default).
     gpu_id (int): GPU to run on (-1 = CPU).
     inference_tau (Optional[float]): override maral_ner's inference_tau (pseudo-label).
-    precision (str): the encoder's precision, "auto", "fp32" or "bf16"
+    precision (str): the encoder's precision, "auto", "fp32", "bf16" or "int8"
         (spacy_maral.EncoderRuntime.v1, set by load_pipeline).
     ensemble (Tuple[str, ...]): more pipelines (paths or package names, loaded like
         `model`, with the same inference_tau and precision) that each task gets as its
