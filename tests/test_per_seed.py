@@ -80,6 +80,8 @@ def test_train_teachers_command_errors(setup, tmp_path) -> None:
     assert reserved.exit_code == 2 and "--output is set for each teacher" in reserved.output
     bad = CliRunner().invoke(app, ["train-teachers", str(config), str(tmp_path / "t"), "--seeds", "0,one"])
     assert bad.exit_code == 2 and "0,one" in bad.output
+    twice = CliRunner().invoke(app, ["train-teachers", str(config), str(tmp_path / "t"), "--seeds", "1,2", "--teacher-seed", "2"])
+    assert twice.exit_code == 2 and "counted twice" in " ".join(twice.output.split())
     assert not (tmp_path / "t").exists()
 
 

@@ -2,6 +2,7 @@
 constant 2.0 by ECE on a gold dev set.
 
     python benchmarks/scripts/temperature_rule.py OUT.json STUDENT PSEUDO_DIR LANG DEV.conll [--train-docs 800] [--seed 0] [--n 1000]
+        [--atc SOURCE_DEV.conll]
 
 The agreement rule: T is the temperature at which the mean score of the student's
 entities on raw target text equals the share of them that the teachers' pseudo-labels
@@ -11,6 +12,12 @@ on: stage 2 trains on the seeded subset of --train-docs sentences that
 `training.readers.target_subset` draws for its --seed, so those are left out. DEV.conll
 is read only to score the temperatures (ECE, 10 bins): the constant, the agreement
 rule's, and the larger of the two (max_rule); it chooses nothing here.
+
+--atc SOURCE_DEV.conll adds Average Thresholded Confidence (Garg et al. 2022): on the first
+--n sentences of the labelled source dev set the threshold t is the score (at T = 1) above
+which the share of the model's entities equals their precision there; the share of its
+entities on the target sentences scoring above t estimates its target precision, and T is
+the temperature at which its mean entity score there equals that estimate.
 """
 import json
 import sys
@@ -34,7 +41,20 @@ CONSTANT = 2.0
 def agreement_temperature(logits: numpy.ndarray, classes: numpy.ndarray, agree: numpy.ndarray) -> float:
     """The T in [0.05, 50] at which the mean tempered score equals the agreement share
     (bisection on log T: the score of the predicted class falls as T grows)."""
-    target = float(agree.mean())
+    return mean_score_temperature(logits, classes, float(agree.mean()))
+
+
+def atc_estimate(source_scores: numpy.ndarray, source_correct: numpy.ndarray, target_scores: numpy.ndarray) -> tuple:
+    """ATC: the threshold t above which the share of source scores equals the source
+    precision, and the share of target scores above t. RETURNS (t, estimate)."""
+    precision = float(numpy.mean(source_correct))
+    t = float(numpy.quantile(source_scores, 1.0 - precision))
+    return t, float(numpy.mean(target_scores > t))
+
+
+def mean_score_temperature(logits: numpy.ndarray, classes: numpy.ndarray, target: float) -> float:
+    """The T in [0.05, 50] at which the mean tempered score of the predicted classes
+    equals `target` (bisection on log T)."""
     lo, hi = numpy.log(0.05), numpy.log(50.0)
     for _ in range(60):
         mid = (lo + hi) / 2
@@ -47,6 +67,11 @@ def agreement_temperature(logits: numpy.ndarray, classes: numpy.ndarray, agree: 
 
 def main(argv) -> None:
     options = {"--train-docs": 800, "--seed": 0, "--n": 1000}
+    source_dev = None
+    if "--atc" in argv:
+        i = argv.index("--atc")
+        source_dev = Path(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
     for flag in list(options):
         if flag in argv:
             i = argv.index(flag)
@@ -81,6 +106,16 @@ def main(argv) -> None:
         },
         "dev_precision": round(float(numpy.mean(correct)), 4),
     }
+    if source_dev is not None:
+        source = list(iter_target_docs(source_dev, nlp, gold_tokens=True))[: options["--n"]]
+        src_logits, src_classes, src_correct = entity_logits(nlp, source)
+        t, estimate = atc_estimate(tempered_scores(src_logits, src_classes, 1.0), numpy.asarray(src_correct, dtype=float),
+                                   tempered_scores(logits, classes, 1.0))
+        t_atc = mean_score_temperature(logits, classes, estimate)
+        result["atc"] = {"source_dev": source_dev.name, "source_sentences": len(source), "source_entities": int(len(src_correct)),
+                         "source_precision": round(float(numpy.mean(src_correct)), 4), "threshold": round(t, 4),
+                         "estimated_precision": round(estimate, 4), "temperature": round(t_atc, 3)}
+        result["ece"]["atc"] = round(reliability(tempered_scores(dev_logits, dev_classes, t_atc), correct)["ece"], 4)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

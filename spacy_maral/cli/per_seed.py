@@ -43,6 +43,7 @@ def train_teachers_command(
     output_dir: Path = typer.Argument(..., help="Folder for the teachers: OUTPUT_DIR/teacher-sSEED each, and teachers.json."),
     seeds: str = typer.Option("0,1,2", "--seeds", help="One teacher per seed, e.g. 0,1,2 (\"\": none, only an empty teachers.json)."),
     jobs: int = typer.Option(0, "--jobs", min=0, help="Trainings at once (0 = all); the cores are shared between them."),
+    teacher_seed: int = typer.Option(-1, "--teacher-seed", help="The seed of the workflow's own teacher: refused in --seeds, where the ensemble would hold that teacher twice (-1 = none)."),
 ) -> None:
     """Train one teacher per seed side by side, e.g. for `pseudo-label --ensemble-from`.
     Every other option is passed to each `spacy train` (e.g. --paths.train
@@ -50,6 +51,11 @@ def train_teachers_command(
     (model-best, and the same arguments in its timing.json) is kept; one trained
     otherwise is trained again.
     """
+    if teacher_seed >= 0 and teacher_seed in parse_seeds(seeds):
+        raise typer.BadParameter(
+            f"{seeds!r} holds {teacher_seed}, the seed of the workflow's teacher: that teacher would be trained again and "
+            "counted twice in the ensemble; give other seeds (e.g. the workflow's ensemble_seeds without its teacher_seed)",
+            param_hint="--seeds")
     _train(ctx, config, output_dir, seeds, jobs, "teacher")
 
 
