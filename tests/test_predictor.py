@@ -89,6 +89,20 @@ def test_bad_documents_get_an_error_row_and_the_rest_go_on(trained_dir) -> None:
     assert [r["id"] for r in table.to_pylist()] == sorted(r["id"] for r in table.to_pylist())  # batch order
 
 
+def test_the_predictor_runs_the_precision_it_is_given(trained_dir) -> None:
+    from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of
+
+    int8 = EntityPredictor(str(trained_dir), batch_size=4, precision="int8")
+    assert encoder_runtime_of(int8.worker.nlp)["running"] == "int8"
+    rows = entity_rows(int8({"id": IDS[:2], "text": TEXTS[:2]}))
+    fp32 = EntityPredictor(str(trained_dir), batch_size=4, precision="fp32")
+    expected = entity_rows(fp32({"id": IDS[:2], "text": TEXTS[:2]}))
+    # the overfitted pipeline's entities, from int8 products (their scores are not fp32's)
+    assert rows and [{k: r[k] for k in ("id", "start", "end", "label")} for r in rows] == [
+        {k: r[k] for k in ("id", "start", "end", "label")} for r in expected]
+    assert [r["score"] for r in rows] != [r["score"] for r in expected]
+
+
 def test_missing_column_names_the_columns(predictor) -> None:
     with pytest.raises(ValueError, match=r"no column 'text' \(columns: \['id', 'body'\]\).*text_column"):
         predictor({"id": IDS, "body": TEXTS})
