@@ -19,6 +19,7 @@ from spacy_maral.pipeline.encoder_runtime import (
     resolve_precision,
     runtime_config,
 )
+from spacy_maral.pipeline.int8 import int8_supported
 
 TEXTS = [
     "John Smith works for Google in London .",
@@ -48,6 +49,18 @@ def test_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch) -> None:
         resolve_precision("fp16")
 
 
+def test_a_settings_warning_is_logged_once_not_per_batch(monkeypatch, caplog) -> None:
+    """The runtime resolves its precision on every forward: its warning comes once."""
+    encoder_runtime._warn_once.cache_clear()
+    monkeypatch.setattr(encoder_runtime, "native_bf16", lambda: False)
+    with caplog.at_level("WARNING", logger="spacy_maral"):
+        for _ in range(3):
+            assert resolve_precision("bf16") == "bf16"
+    assert [r.getMessage() for r in caplog.records].count(
+        "precision bf16 on a CPU without native bfloat16 (AVX512-BF16 or AMX): it runs, but slowly") == 1
+    encoder_runtime._warn_once.cache_clear()
+
+
 def test_a_cpu_without_bf16_runs_fp32(trained_dir, monkeypatch) -> None:
     """With the capability forced off, "auto" gives exactly the fp32 outputs."""
     fp32 = load_pipeline(trained_dir, precision="fp32")
@@ -74,12 +87,16 @@ def test_bf16_runs_under_autocast_and_its_outputs_are_fp32(trained_dir) -> None:
     assert all(0.0 <= s <= 1.0 for s in scores)
 
 
-def test_saved_under_bf16_reloads_bit_identical_to_a_pipeline_that_never_saw_bf16(trained_dir, tmp_path) -> None:
+@pytest.mark.parametrize("precision", [
+    "bf16", pytest.param("int8", marks=pytest.mark.skipif(not int8_supported(), reason="no torch._int_mm on this CPU"))])
+def test_saved_after_prediction_reloads_bit_identical_to_a_pipeline_that_never_saw_it(trained_dir, tmp_path, precision) -> None:
+    """A pipeline that predicted in bf16 or int8 saves the fp32 weights it loaded, unchanged."""
     never = load_pipeline(trained_dir, precision="fp32")
     expected = predictions(never, TEXTS)
-    bf16 = load_pipeline(trained_dir, precision="bf16")
-    predictions(bf16, TEXTS)  # run in bfloat16 first
-    bf16.to_disk(tmp_path / "saved")
+    other = load_pipeline(trained_dir, precision=precision)
+    assert encoder_runtime_of(other)["running"] == precision
+    predictions(other, TEXTS)  # predict at that precision first
+    other.to_disk(tmp_path / "saved")
     never.to_disk(tmp_path / "never")
     # the same weights, all fp32 (torch's files are not byte-stable from save to save)
     saved_weights = load_pipeline(tmp_path / "saved", precision="fp32").get_pipe("transformer").model.transformer.state_dict()

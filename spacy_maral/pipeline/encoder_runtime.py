@@ -28,6 +28,7 @@ the settings live in the config only: `load_pipeline(path, precision=...)` or
 Tok2VecTransformer (what `nlp.replace_listeners` gives maral_ner its own copy as).
 """
 from contextlib import nullcontext
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
@@ -74,13 +75,20 @@ def resolve_precision(precision: str, on_gpu: bool = False) -> str:
                          "(torch._int_mm); use auto or fp32")
     if on_gpu:
         if precision == "int8":
-            logger.warning("precision int8 is for CPUs; the encoder is on a GPU and runs fp32")
+            _warn_once("precision int8 is for CPUs; the encoder is on a GPU and runs fp32")
         return "fp32"
     if precision == "auto":
         return "bf16" if native_bf16() else "fp32"
     if precision == "bf16" and not native_bf16():
-        logger.warning("precision bf16 on a CPU without native bfloat16 (AVX512-BF16 or AMX): it runs, but slowly")
+        _warn_once("precision bf16 on a CPU without native bfloat16 (AVX512-BF16 or AMX): it runs, but slowly")
     return precision
+
+
+@lru_cache(maxsize=None)
+def _warn_once(message: str) -> None:
+    """Log `message` as a warning the first time only: the runtime resolves its precision
+    on every forward, and a setting's warning is news once per process."""
+    logger.warning(message)
 
 
 def check_settings(precision: str, bucket_rows: int, train_bucket_rows: int = 0) -> None:
