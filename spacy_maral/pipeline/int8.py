@@ -9,6 +9,7 @@ parameters under their own names and the int8 copies are buffers that are not sa
 pipeline saved after int8 prediction holds the same fp32 weights as before; the int8 copy is
 made again whenever the weights change.
 """
+from functools import lru_cache
 from typing import Optional, Tuple
 
 import torch
@@ -19,8 +20,10 @@ from torch.nn import functional as F
 MIN_ROWS = 17
 
 
+@lru_cache(maxsize=None)
 def int8_supported() -> bool:
-    """Whether this torch build multiplies int8 matrices on the CPU (torch._int_mm)."""
+    """Whether this torch build multiplies int8 matrices on the CPU (torch._int_mm); probed
+    once per process (the runtime asks on every forward)."""
     if not hasattr(torch, "_int_mm"):
         return False
     try:
@@ -68,8 +71,8 @@ class Int8Linear(torch.nn.Linear):
         source = (self.weight.data_ptr(), self.weight._version)
         if self._quantized_from == source and self.weight_int8 is not None:
             return
-        with torch.no_grad():
-            q, scale = quantize_rows(self.weight.detach().float())  # one scale per output channel
+        # runs only where no gradient is recorded (forward): no no_grad or detach needed
+        q, scale = quantize_rows(self.weight.float())  # one scale per output channel
         # (in, out) as a view of the (out, in) rows: the layout _int_mm ran fastest with
         self.weight_int8 = q.t()
         self.weight_scale = scale.reshape(1, -1)
