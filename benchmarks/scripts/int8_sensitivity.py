@@ -133,13 +133,11 @@ def smooth(module: torch.nn.Module, names: Sequence[str], maxima: Dict[str, torc
     Linear modules to quantize (NAME.linear)."""
     out = []
     for name in names:
-        parent_name, _, child = name.rpartition(".")
-        parent = module.get_submodule(parent_name) if parent_name else module
-        linear = getattr(parent, child)
+        linear = module.get_submodule(name)
         w_max = linear.weight.detach().abs().amax(dim=0).float().clamp(min=1e-5)
         a_max = maxima[name].clamp(min=1e-5)
         scale = (a_max.pow(alpha) / w_max.pow(1 - alpha)).clamp(min=1e-5)
-        setattr(parent, child, SmoothedLinear(linear, scale))
+        module.set_submodule(name, SmoothedLinear(linear, scale))
         out.append(f"{name}.linear")
     return out
 
@@ -262,9 +260,7 @@ def main() -> None:
             targets = smooth(module, targets, maxima, args.smooth)
         if targets and args.per_token:
             for target in targets:
-                parent_name, _, child = target.rpartition(".")
-                parent = module.get_submodule(parent_name) if parent_name else module
-                setattr(parent, child, Int8Linear(getattr(parent, child)))
+                module.set_submodule(target, Int8Linear(module.get_submodule(target)))
         elif targets:
             spec: Any = set(targets)
             if args.per_channel:

@@ -19,6 +19,7 @@ which the share of the model's entities equals their precision there; the share 
 entities on the target sentences scoring above t estimates its target precision, and T is
 the temperature at which its mean entity score there equals that estimate.
 """
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -65,28 +66,31 @@ def mean_score_temperature(logits: numpy.ndarray, classes: numpy.ndarray, target
     return float(numpy.exp((lo + hi) / 2))
 
 
+def parse(argv) -> argparse.Namespace:
+    """The command line: five positional paths and the options, one table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for name in ("out", "student", "pseudo", "lang", "dev"):
+        parser.add_argument(name)
+    parser.add_argument("--train-docs", type=int, default=800)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--atc", type=Path, default=None, metavar="SOURCE_DEV.conll")
+    return parser.parse_args(argv)
+
+
 def main(argv) -> None:
-    options = {"--train-docs": 800, "--seed": 0, "--n": 1000}
-    source_dev = None
-    if "--atc" in argv:
-        i = argv.index("--atc")
-        source_dev = Path(argv[i + 1])
-        argv = argv[:i] + argv[i + 2:]
-    for flag in list(options):
-        if flag in argv:
-            i = argv.index(flag)
-            options[flag] = int(argv[i + 1])
-            argv = argv[:i] + argv[i + 2:]
-    out, student, pseudo, lang, dev = Path(argv[0]), argv[1], Path(argv[2]), argv[3], Path(argv[4])
+    args = parse(argv)
+    source_dev = args.atc
+    out, student, pseudo, lang, dev = Path(args.out), args.student, Path(args.pseudo), args.lang, Path(args.dev)
     nlp = spacy.load(student)
     set_tokenizer_lang(nlp, lang)
     every = list(read_docs(pseudo, nlp))
-    trained = set(target_subset(len(every), options["--train-docs"], options["--seed"]).tolist())
+    trained = set(target_subset(len(every), args.train_docs, args.seed).tolist())
     docs = []
     for i, doc in enumerate(every):
         if i in trained:
             continue
-        if len(docs) >= options["--n"]:
+        if len(docs) >= args.n:
             break
         doc.ents = list(doc.spans[PSEUDO_KEY]) if PSEUDO_KEY in doc.spans else []
         docs.append(doc)
@@ -107,7 +111,7 @@ def main(argv) -> None:
         "dev_precision": round(float(numpy.mean(correct)), 4),
     }
     if source_dev is not None:
-        source = list(iter_target_docs(source_dev, nlp, gold_tokens=True))[: options["--n"]]
+        source = list(iter_target_docs(source_dev, nlp, gold_tokens=True))[: args.n]
         src_logits, src_classes, src_correct = entity_logits(nlp, source)
         t, estimate = atc_estimate(tempered_scores(src_logits, src_classes, 1.0), numpy.asarray(src_correct, dtype=float),
                                    tempered_scores(logits, classes, 1.0))
