@@ -10,6 +10,15 @@ torch.ao.quantization.per_channel_dynamic_qconfig) instead of one scale per matr
 --per-token quantizes as `precision int8` does (spacy_maral.pipeline.int8.Int8Linear: one
 weight scale per output channel, one activation scale per token, torch._int_mm) instead of
 torch's dynamic int8 (one activation scale per batch).
+--outliers THRESHOLD (with --per-token) takes the activations' outlier columns out of int8
+(LLM.int8(), Dettmers et al. 2022): in each batch, every input column whose largest |x|
+exceeds THRESHOLD is multiplied in fp32 with its weight column, the rest in int8; no
+calibration. The share of columns taken out is reported.
+--rounding SIDE (instead of --per-token's int8 product) runs every chosen Linear as an fp32
+product with only one operand rounded as `precision int8` rounds it: "weights" (int8, one
+scale per output channel), "activations" (int8, one scale per token), "both"; or "bf16"
+(both operands in bfloat16, as autocast runs a Linear). It shows which side's rounding
+costs the agreement; its words/s mean nothing.
 --smooth ALPHA migrates the activations' outliers into the weights first (SmoothQuant,
 Xiao et al. 2023): each quantized Linear's input channel j is divided by
 s_j = max|X_j|^ALPHA / max|W_:,j|^(1-ALPHA) and its weight column multiplied by it, the
@@ -193,6 +202,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--per-channel", action="store_true", help="one weight scale per output channel")
     parser.add_argument("--per-token", action="store_true", help="int8 as precision int8 runs it: per-token activation scales")
+    parser.add_argument("--outliers", type=float, default=None, help="with --per-token: fp32 for input columns above this |x|")
+    parser.add_argument("--rounding", choices=("weights", "activations", "both", "bf16"), default=None,
+                        help="fp32 products with one side rounded (see above)")
     parser.add_argument("--smooth", type=float, default=None, help="SmoothQuant migration strength alpha (0..1)")
     parser.add_argument("--calibration", type=int, default=128, help="sentences after the scored ones, for --smooth")
     args = parser.parse_args()
@@ -202,7 +214,60 @@ def main() -> None:
     from spacy_maral.corpora.conll import read_conll
     from spacy_maral.evaluation.raw_text import char_prf, raw_sentences
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
-    from spacy_maral.pipeline.int8 import Int8Linear
+    from spacy_maral.pipeline.int8 import Int8Linear, int8_matmul, quantize_rows
+
+    class OutlierInt8Linear(Int8Linear):
+        """Int8Linear with the batch's outlier input columns (largest |x| above the threshold) in fp32."""
+        threshold = 6.0
+        columns = [0, 0]  # outlier columns seen, columns seen
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if torch.is_grad_enabled():
+                return super().forward(x)
+            self._quantize_weight()
+            shape = x.shape
+            x2 = x.reshape(-1, shape[-1]).float()
+            cols = (x2.abs().amax(dim=0) > self.threshold).nonzero().squeeze(1)
+            OutlierInt8Linear.columns[0] += int(cols.numel())
+            OutlierInt8Linear.columns[1] += int(shape[-1])
+            if cols.numel():
+                kept = x2.index_select(1, cols)
+                x2 = x2.index_fill(1, cols, 0.0)
+            q, scale = quantize_rows(x2)
+            y = int8_matmul(q, self.weight_int8) * scale * self.weight_scale
+            if cols.numel():
+                y = y + kept @ self.weight.index_select(1, cols).t()
+            if self.bias is not None:
+                y = y + self.bias
+            return y.to(x.dtype).reshape(*shape[:-1], self.out_features)
+
+    class RoundedLinear(Int8Linear):
+        """An fp32 product with the operand(s) named by --rounding rounded to int8 (or bfloat16)."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if torch.is_grad_enabled():
+                return super().forward(x)
+            shape = x.shape
+            x2, w = x.reshape(-1, shape[-1]).float(), self.weight.float()
+            if args.rounding == "bf16":
+                x2, w = x2.bfloat16().float(), w.bfloat16().float()
+            if args.rounding in ("weights", "both"):
+                q, scale = quantize_rows(w)
+                w = q.float() * scale
+            if args.rounding in ("activations", "both"):
+                q, scale = quantize_rows(x2)
+                x2 = q.float() * scale
+            y = x2 @ w.t()
+            if self.bias is not None:
+                y = y + self.bias
+            return y.to(x.dtype).reshape(*shape[:-1], self.out_features)
+
+    if args.outliers is not None:
+        OutlierInt8Linear.threshold = args.outliers
+    int8_linear = OutlierInt8Linear if args.outliers is not None else Int8Linear
+    if args.rounding is not None:
+        args.per_token = True
+        int8_linear = RoundedLinear
 
     line, details = machine()
     nlp = load_pipeline(args.pipeline, precision="fp32")
@@ -241,6 +306,8 @@ def main() -> None:
         "torch": torch.__version__,
         "weight_scales": "per output channel" if args.per_channel or args.per_token else "per tensor",
         "activation_scales": "per token (precision int8)" if args.per_token else "per batch (quantize_dynamic)",
+        "outlier_threshold": args.outliers,
+        "rounding_only": args.rounding,
         "smoothquant_alpha": args.smooth, "calibration_sentences": len(calibration) if args.smooth is not None else 0,
         "settings": {"pipeline": args.pipeline, "dev": args.dev, "sentences": len(texts), "words": n_words,
                      "batch_size": args.batch_size, "linear_modules": len(names), "layers": n_layers},
@@ -252,6 +319,7 @@ def main() -> None:
     print(header, flush=True)
     for name in chosen:
         start = time.perf_counter()
+        OutlierInt8Linear.columns[:] = [0, 0]
         module = copy.deepcopy(fp32)
         targets = sorted(sets[name])
         if targets and args.smooth is not None:
@@ -260,7 +328,7 @@ def main() -> None:
             targets = smooth(module, targets, maxima, args.smooth)
         if targets and args.per_token:
             for target in targets:
-                module.set_submodule(target, Int8Linear(module.get_submodule(target)))
+                module.set_submodule(target, int8_linear(module.get_submodule(target)))
         elif targets:
             spec: Any = set(targets)
             if args.per_channel:
@@ -280,6 +348,9 @@ def main() -> None:
             "words_per_s": round(wps, 1), "x_fp32": round(wps / fp32_wps, 2),
             "seconds": round(time.perf_counter() - start, 1),
         }
+        if args.outliers is not None:
+            seen = OutlierInt8Linear.columns
+            result["outlier_column_share"] = r(seen[0] / seen[1] if seen[1] else 0.0)
         out["variants"].append(result)
         args.output.write_text(json.dumps(out, indent=2) + "\n", encoding="utf8")
         print(f"{name:<20}{quantized:>6}{result['agreement']:>8.3f}{result['agreement_f1']:>8.3f}"
