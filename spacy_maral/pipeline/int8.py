@@ -71,8 +71,7 @@ class Int8Linear(torch.nn.Linear):
         source = (self.weight.data_ptr(), self.weight._version)
         if self._quantized_from == source and self.weight_int8 is not None:
             return
-        # runs only where no gradient is recorded (forward): no no_grad or detach needed
-        q, scale = quantize_rows(self.weight.float())  # one scale per output channel
+        q, scale = quantize_rows(self.weight.detach().float())  # one scale per output channel
         # (in, out) as a view of the (out, in) rows: the layout _int_mm ran fastest with
         self.weight_int8 = q.t()
         self.weight_scale = scale.reshape(1, -1)
