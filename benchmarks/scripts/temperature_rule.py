@@ -67,10 +67,14 @@ def mean_score_temperature(logits: numpy.ndarray, classes: numpy.ndarray, target
 
 
 def parse(argv) -> argparse.Namespace:
-    """The command line: five positional paths and the options, one table."""
+    """The command line: five positionals (OUT.json, STUDENT, PSEUDO_DIR, LANG, DEV.conll)
+    and the options, one table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name in ("out", "student", "pseudo", "lang", "dev"):
-        parser.add_argument(name)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("student", help="a pipeline folder or package name")
+    parser.add_argument("pseudo", type=Path)
+    parser.add_argument("lang", help="the target language code")
+    parser.add_argument("dev", type=Path)
     parser.add_argument("--train-docs", type=int, default=800)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--n", type=int, default=1000)
@@ -81,7 +85,7 @@ def parse(argv) -> argparse.Namespace:
 def main(argv) -> None:
     args = parse(argv)
     source_dev = args.atc
-    out, student, pseudo, lang, dev = Path(args.out), args.student, Path(args.pseudo), args.lang, Path(args.dev)
+    out, student, pseudo, lang, dev = args.out, args.student, args.pseudo, args.lang, args.dev
     nlp = spacy.load(student)
     set_tokenizer_lang(nlp, lang)
     every = list(read_docs(pseudo, nlp))
