@@ -17,7 +17,7 @@ calibration. The share of columns taken out is reported.
 --rounding SIDE (instead of --per-token's int8 product) runs every chosen Linear as an fp32
 product with only one operand rounded as `precision int8` rounds it: "weights" (int8, one
 scale per output channel), "activations" (int8, one scale per token), "both"; or "bf16"
-(both operands in bfloat16, as autocast runs a Linear). It shows which side's rounding
+(both operands in bfloat16, the output fp32). It shows which side's rounding
 costs the agreement; its words/s mean nothing.
 --smooth ALPHA migrates the activations' outliers into the weights first (SmoothQuant,
 Xiao et al. 2023): each quantized Linear's input channel j is divided by
@@ -192,6 +192,17 @@ def machine() -> Tuple[str, Dict[str, Any]]:
                   "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
+def scales_label(args: argparse.Namespace) -> Tuple[str, str]:
+    """What the run rounds: the weights' int8 scales and the activations' (or "not rounded")."""
+    if args.rounding == "bf16":
+        return "bfloat16 (no int8)", "bfloat16 (no int8)"
+    if args.rounding is not None:
+        return (("per output channel" if args.rounding in ("weights", "both") else "not rounded"),
+                ("per token" if args.rounding in ("activations", "both") else "not rounded"))
+    return ("per output channel" if args.per_channel or args.per_token else "per tensor",
+            "per token (precision int8)" if args.per_token else "per batch (quantize_dynamic)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("output", type=Path)
@@ -208,6 +219,10 @@ def main() -> None:
     parser.add_argument("--smooth", type=float, default=None, help="SmoothQuant migration strength alpha (0..1)")
     parser.add_argument("--calibration", type=int, default=128, help="sentences after the scored ones, for --smooth")
     args = parser.parse_args()
+    if args.outliers is not None and (not args.per_token or args.rounding is not None):
+        parser.error("--outliers takes --per-token and no --rounding")
+    if args.rounding is not None and (args.per_token or args.per_channel or args.smooth is not None):
+        parser.error("--rounding stands alone: no --per-token, --per-channel or --smooth")
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message=r"(?s).*(torch\.ao\.quantization is deprecated|quantize_per_tensor)")
 
@@ -266,8 +281,8 @@ def main() -> None:
         OutlierInt8Linear.threshold = args.outliers
     int8_linear = OutlierInt8Linear if args.outliers is not None else Int8Linear
     if args.rounding is not None:
-        args.per_token = True
         int8_linear = RoundedLinear
+    swap = args.per_token or args.rounding is not None  # module swaps instead of quantize_dynamic
 
     line, details = machine()
     nlp = load_pipeline(args.pipeline, precision="fp32")
@@ -294,9 +309,9 @@ def main() -> None:
     print(f"{len(texts)} sentences, {n_words} words, {n_ref} fp32 entities, {len(names)} Linear modules, {n_layers} layers; "
           f"fp32: gold F1 {r(ref_gold['ents_f'])}, {fp32_wps:.0f} words/s", flush=True)
     out: Dict[str, Any] = {
-        "claim": "dynamic int8 of the encoder's Linear modules: which ones cost entity agreement with fp32",
-        "measured": f"per variant (a set of the encoder's nn.Linear modules int8 by torch.ao.quantization.quantize_dynamic, "
-                    f"qint8, the rest fp32): entity agreement with the fp32 pipeline, raw-text P/R/F1 against gold by exact "
+        "claim": "int8 of the encoder's Linear modules: which ones cost entity agreement with fp32",
+        "measured": f"per variant (a set of the encoder's nn.Linear modules rounded as weight_scales and activation_scales "
+                    f"say, the rest fp32): entity agreement with the fp32 pipeline, raw-text P/R/F1 against gold by exact "
                     f"character offsets and words/s of nlp.pipe (batch size {args.batch_size}, 1 thread, one pass after a "
                     f"32-sentence warm-up) on the first {len(texts)} sentences of the dev file",
         "command": " ".join(["python benchmarks/scripts/int8_sensitivity.py", *sys.argv[1:]]),
@@ -304,8 +319,8 @@ def main() -> None:
         "machine": line,
         "machine_details": details,
         "torch": torch.__version__,
-        "weight_scales": "per output channel" if args.per_channel or args.per_token else "per tensor",
-        "activation_scales": "per token (precision int8)" if args.per_token else "per batch (quantize_dynamic)",
+        "weight_scales": scales_label(args)[0],
+        "activation_scales": scales_label(args)[1],
         "outlier_threshold": args.outliers,
         "rounding_only": args.rounding,
         "smoothquant_alpha": args.smooth, "calibration_sentences": len(calibration) if args.smooth is not None else 0,
@@ -326,7 +341,7 @@ def main() -> None:
             install(shim, module)
             maxima = activation_maxima(module, targets, lambda: list(nlp.pipe(calibration, batch_size=args.batch_size)))
             targets = smooth(module, targets, maxima, args.smooth)
-        if targets and args.per_token:
+        if targets and swap:
             for target in targets:
                 module.set_submodule(target, int8_linear(module.get_submodule(target)))
         elif targets:
