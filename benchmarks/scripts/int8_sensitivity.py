@@ -231,20 +231,32 @@ def main() -> None:
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.int8 import Int8Linear, int8_matmul, quantize_rows
 
-    class OutlierInt8Linear(Int8Linear):
-        """Int8Linear with the batch's outlier input columns (largest |x| above the threshold) in fp32."""
-        threshold = 6.0
-        columns = [0, 0]  # outlier columns seen, columns seen
+    class ProbeLinear(Int8Linear):
+        """An Int8Linear whose product over the (rows, in) input is `product`: the forward's
+        reshaping and bias once, for the probes below."""
+
+        def product(self, x2: torch.Tensor) -> torch.Tensor:
+            raise NotImplementedError
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             if torch.is_grad_enabled():
                 return super().forward(x)
-            self._quantize_weight()
             shape = x.shape
-            x2 = x.reshape(-1, shape[-1]).float()
+            y = self.product(x.reshape(-1, shape[-1]).float())
+            if self.bias is not None:
+                y = y + self.bias
+            return y.to(x.dtype).reshape(*shape[:-1], self.out_features)
+
+    class OutlierInt8Linear(ProbeLinear):
+        """Int8Linear with the batch's outlier input columns (largest |x| above the threshold) in fp32."""
+        threshold = 6.0
+        columns = [0, 0]  # outlier columns seen, columns seen
+
+        def product(self, x2: torch.Tensor) -> torch.Tensor:
+            self._quantize_weight()
             cols = (x2.abs().amax(dim=0) > self.threshold).nonzero().squeeze(1)
             OutlierInt8Linear.columns[0] += int(cols.numel())
-            OutlierInt8Linear.columns[1] += int(shape[-1])
+            OutlierInt8Linear.columns[1] += int(x2.shape[1])
             if cols.numel():
                 kept = x2.index_select(1, cols)
                 x2 = x2.index_fill(1, cols, 0.0)
@@ -252,18 +264,13 @@ def main() -> None:
             y = int8_matmul(q, self.weight_int8) * scale * self.weight_scale
             if cols.numel():
                 y = y + kept @ self.weight.index_select(1, cols).t()
-            if self.bias is not None:
-                y = y + self.bias
-            return y.to(x.dtype).reshape(*shape[:-1], self.out_features)
+            return y
 
-    class RoundedLinear(Int8Linear):
+    class RoundedLinear(ProbeLinear):
         """An fp32 product with the operand(s) named by --rounding rounded to int8 (or bfloat16)."""
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            if torch.is_grad_enabled():
-                return super().forward(x)
-            shape = x.shape
-            x2, w = x.reshape(-1, shape[-1]).float(), self.weight.float()
+        def product(self, x2: torch.Tensor) -> torch.Tensor:
+            w = self.weight.float()
             if args.rounding == "bf16":
                 x2, w = x2.bfloat16().float(), w.bfloat16().float()
             if args.rounding in ("weights", "both"):
@@ -272,10 +279,7 @@ def main() -> None:
             if args.rounding in ("activations", "both"):
                 q, scale = quantize_rows(x2)
                 x2 = q.float() * scale
-            y = x2 @ w.t()
-            if self.bias is not None:
-                y = y + self.bias
-            return y.to(x.dtype).reshape(*shape[:-1], self.out_features)
+            return x2 @ w.t()
 
     if args.outliers is not None:
         OutlierInt8Linear.threshold = args.outliers
@@ -284,6 +288,7 @@ def main() -> None:
         int8_linear = RoundedLinear
     swap = args.per_token or args.rounding is not None  # module swaps instead of quantize_dynamic
 
+    weight_scales, activation_scales = scales_label(args)
     line, details = machine()
     nlp = load_pipeline(args.pipeline, precision="fp32")
     shim = encoder_shim(nlp)
@@ -319,8 +324,8 @@ def main() -> None:
         "machine": line,
         "machine_details": details,
         "torch": torch.__version__,
-        "weight_scales": scales_label(args)[0],
-        "activation_scales": scales_label(args)[1],
+        "weight_scales": weight_scales,
+        "activation_scales": activation_scales,
         "outlier_threshold": args.outliers,
         "rounding_only": args.rounding,
         "smoothquant_alpha": args.smooth, "calibration_sentences": len(calibration) if args.smooth is not None else 0,
