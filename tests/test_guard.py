@@ -63,6 +63,42 @@ def test_an_undertrained_student_is_not_trusted(trained, undertrained, dev_docs)
         choose(report, "best")
 
 
+@spacy.Language.component("test_guard_forget_some")
+def forget_some(doc):
+    """No entities in the docs whose text (spaces aside: the guard scores detokenized
+    text) is in FORGOTTEN: a student that lost part of what its teacher knew."""
+    if "".join(doc.text.split()) in FORGOTTEN:
+        doc.ents = []
+    return doc
+
+
+FORGOTTEN: set = set()
+
+
+def test_a_student_more_than_5_points_below_its_teacher_on_source_dev_is_not_trusted(trained, trained_dir, dev_docs) -> None:
+    texts = [d.text for d in dev_docs]
+    student = spacy.load(trained_dir)
+    student.add_pipe("test_guard_forget_some", last=True)
+    with_ents = [d.text for d in dev_docs if d.ents]
+    FORGOTTEN.clear()
+    report = None
+    try:
+        # forget one sentence's entities at a time until the drop passes 5 points
+        for text in with_ents:
+            FORGOTTEN.add("".join(text.split()))
+            report = check_student(trained.nlp, student, dev_docs, texts)
+            if report.teacher_dev_f - report.student_dev_f > 5.0:
+                break
+    finally:
+        FORGOTTEN.clear()
+    drop = report.teacher_dev_f - report.student_dev_f
+    assert 5.0 < drop < 15.0, drop  # the range where the default and the old 15 differ
+    assert report.agreement_f >= 60.0 and report.target_label_shift <= 0.2
+    assert len(report.problems) == 1 and "below the teacher" in report.problems[0]
+    assert choose(report) == "teacher"
+    assert GuardThresholds().max_dev_drop == 5.0  # the workflow's default
+
+
 def test_a_collapsed_student_is_not_trusted(trained, collapsed, dev_docs) -> None:
     report = check_student(trained.nlp, collapsed, dev_docs, [d.text for d in dev_docs])
     assert report.student_max_class_cosine > 0.999

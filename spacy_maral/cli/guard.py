@@ -35,7 +35,7 @@ def guard_command(
     target_lang: Optional[str] = typer.Option(None, "--target-lang", help="Tokenizer rules for the target text, for both pipelines (default: each pipeline's own)."),
     dev_limit: int = typer.Option(1000, "--dev-limit", help="Source dev sentences used (0 = all)."),
     target_limit: int = typer.Option(500, "--target-limit", help="Target sentences used (0 = all)."),
-    max_dev_drop: float = typer.Option(15.0, "--max-dev-drop", help="Largest allowed drop of source dev F1 (points) from teacher to student."),
+    max_dev_drop: float = typer.Option(5.0, "--max-dev-drop", help="Largest allowed drop of source dev F1 (points) from teacher to student (15 for a student that does not start from its teacher)."),
     min_agreement: float = typer.Option(60.0, "--min-agreement", help="Smallest allowed student-teacher entity F1 (points) on the target text."),
     max_class_cosine: float = typer.Option(0.99, "--max-class-cosine", help="Largest allowed cosine between two classes' span-vector means."),
     max_label_shift: float = typer.Option(0.2, "--max-label-shift", help="Largest allowed total variation distance (0 to 1) between the label distributions of the student's and the teacher's entities on the target text (1 = never distrusts)."),
