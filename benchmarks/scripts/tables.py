@@ -258,6 +258,81 @@ def headline(result: dict) -> tuple:
     return columns, rows
 
 
+def _gain_interval(x: dict) -> str:
+    """"+1.41 [-0.47, +3.36]" from a run's difference and difference_95ci."""
+    low, high = x["difference_95ci"]
+    return f"{signed(x['difference'])} [{signed(low)}, {signed(high)}]"
+
+
+def _seed_runs(result: dict, lang: str) -> list:
+    """(seed, run) of `lang` in each final run that `result["sources"]` names, in seed
+    order: a run as its own results file records it (teacher, shipped, shipped_f1,
+    shipped_vs_teacher, guard), from `languages` (one seed a file) or `runs` ("LANG/seedK")."""
+    out = []
+    for seed, claim in sorted(result["sources"].items(), key=lambda x: int(x[0])):
+        source = load_result(claim)
+        run = source["languages"][lang] if "languages" in source else source["runs"][f"{lang}/seed{seed}"]
+        out.append((int(seed), run))
+    return out
+
+
+def _guard_now(result: dict, lang: str, seed: int):
+    """What the guard as it is now ships where it decides otherwise than the run's (a
+    post-hoc score recorded in the results file that `result["guard_now"]` names), or None."""
+    ref = result["guard_now"].get(f"{lang}/{seed}")
+    return load_result(ref["file"])[ref["key"]] if ref else None
+
+
+def default_seeds_language(result: dict, lang: str) -> tuple:
+    """One language over the final runs: the teacher, what shipped and its gain with the
+    paired-bootstrap interval, ECE and the guard's decision; a row more where the guard as
+    it is now decides otherwise (post hoc)."""
+    rows = []
+    for seed, run in _seed_runs(result, lang):
+        guard, threshold = run["guard"], result["max_dev_drop"][str(seed)]
+        agreement, shift = guard["agreement_f"], guard["target_label_shift"]
+        figures = (f"agreement {agreement:.2f}{' < 60' if agreement < 60 else ''}; "
+                   f"label shift {shift:.3f}{' > 0.2' if shift > 0.2 else ''}")
+        if "teacher_dev_f" in guard:
+            drop = guard["teacher_dev_f"] - guard["student_dev_f"]
+            figures += f"; en/dev drop {drop:.2f}{f' > {threshold:g}' if drop > threshold else ''}"
+        ships = "student" if guard["trusted"] else run["shipped"]
+        if run.get("read_as", "").startswith("post hoc"):
+            ships += " (post hoc: the label-shift threshold was chosen after this test was read)"
+        rows.append([str(seed), f"{run['teacher']['f1']:.2f}", figures, f"{threshold:g}", ships,
+                     f"{run['shipped_f1']['f1']:.2f}", f"**{_gain_interval(run['shipped_vs_teacher'])}**",
+                     f"{run['teacher']['ece']:.3f}", f"{run['shipped_f1']['ece']:.3f}"])
+        now = _guard_now(result, lang, seed)
+        if now:
+            rows.append([f"{seed}, the guard now *", f"{run['teacher']['f1']:.2f}", now["guard"], "5",
+                         now["shipped"], f"{now['f1']:.2f}", f"**{_gain_interval(now)}**",
+                         f"{run['teacher']['ece']:.3f}", f"{now['ece']:.3f}"])
+    columns = ["seed", "teacher F1", "guard figures", "max_dev_drop", "ships", "shipped F1",
+               "shipped - teacher [95%]", "teacher ECE", "shipped ECE"]
+    return columns, rows
+
+
+def default_seeds_summary(result: dict) -> tuple:
+    """Per language over the final runs: the mean gain of what shipped over its teacher,
+    as run and with the guard as it is now (post-hoc rows in its place), the gain per
+    seed, how many shipped below their teacher and the largest ECE."""
+    rows = []
+    for lang in result["langs"]:
+        runs = _seed_runs(result, lang)
+        gains = [run["shipped_vs_teacher"]["difference"] for _, run in runs]
+        now = [(_guard_now(result, lang, seed) or run["shipped_vs_teacher"])["difference"] for seed, run in runs]
+        per_seed = [signed(g) + (f" ({signed(n)} *)" if n != g else "") for g, n in zip(gains, now)]
+        eces = [run["shipped_f1"]["ece"] for _, run in runs]
+        rows.append([f"{lang}/test", str(len(runs)), f"{mean(run['teacher']['f1'] for _, run in runs):.2f}",
+                     f"**{signed(mean(gains))}**" + (f" ({signed(mean(now))} *)" if now != gains else ""),
+                     ", ".join(per_seed), str(sum(g < 0 for g in gains)),
+                     str(sum(run["shipped_vs_teacher"]["difference_95ci"][0] > 0 for _, run in runs)),
+                     f"{max(eces):.3f}"])
+    columns = ["test set", "seeds", "teacher F1 (mean)", "mean gain", "gain per seed (seeds 0 to 6)",
+               "below the teacher", "interval above 0", "largest shipped ECE"]
+    return columns, rows
+
+
 def stored_rows(result: dict, table: str, rows: tuple) -> tuple:
     """Some rows of a stored table, with its columns."""
     stored = result["tables"][table]
@@ -288,6 +363,11 @@ COMPUTED = {
     # the guard's figures over all the students (the file has the groups too)
     "guard-predictors/all-students": lambda r: stored_rows(r, "predictors", tuple(
         i for i, row in enumerate(r["tables"]["predictors"]["rows"]) if row[0] == "all students")),
+    # what the default shipped per language over the final runs (their own results files)
+    "default-seeds/summary": default_seeds_summary,
+    "default-seeds/fi": lambda r: default_seeds_language(r, "fi"),
+    "default-seeds/de": lambda r: default_seeds_language(r, "de"),
+    "default-seeds/es": lambda r: default_seeds_language(r, "es"),
     # the bare length-sorted encoder against annotate end to end
     "annotate-throughput/against-the-encoder": lambda r: stored_rows(r, "host-side", (2, 4)),
 }
