@@ -242,7 +242,7 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
     manifest = json.loads((project / "corpus/de-pseudo/_manifest.json").read_text())
     assert len(manifest["ensemble_head_sha256"]) == 2
     dist = project / "packages" / "de" / "xx_maral_ner-0.1.0" / "dist"
-    assert sorted(p.suffix for p in dist.iterdir()) == [".gz", ".whl"]
+    assert sorted(p.suffix for p in dist.iterdir()) == [".whl"]  # package_build: the wheel alone
     # the exported pipeline carries no training-only adaptation state
     assert not (project / "packages" / "de" / "pipeline" / "maral_ner" / "adaptation").exists()
     assert (project / "training/student-de/model/maral_ner/adaptation").exists()
