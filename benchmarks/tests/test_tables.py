@@ -1,5 +1,6 @@
 """BENCHMARKS.md's tables are what benchmarks/results/ gives (benchmarks/scripts/tables.py)."""
 import json
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -19,8 +20,8 @@ def test_the_readme_is_short_and_its_results_table_generated(tables, tmp_path) -
     assert "<!-- table:default-seeds/summary -->" in text
     assert tables.generate(text) == text
     edited = tmp_path / "README.md"
-    assert "| **+2.39** |" in text
-    edited.write_text(text.replace("| **+2.39** |", "| **+3.39** |", 1), encoding="utf8")
+    cell = re.search(r"\| \*\*\+\d\.\d\d\*\* \|", text).group(0)  # a mean gain of the results table
+    edited.write_text(text.replace(cell, cell.replace("**+", "**+1"), 1), encoding="utf8")
     assert tables.main([str(edited), "--check"]) == 1
     assert tables.main([str(ROOT / "BENCHMARKS.md"), str(ROOT / "README.md"), "--check"]) == 0
 
