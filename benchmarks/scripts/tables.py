@@ -118,8 +118,10 @@ def seed_bootstraps(result: dict, seed: int) -> tuple:
 # the final runs with a development language (three-seed-development-language.json)
 
 
-def _interval(x: dict) -> str:
-    return f"{signed(x['difference'])} [{signed(x['ci95'][0])}, {signed(x['ci95'][1])}]"
+def _interval(x: dict, key: str = "ci95") -> str:
+    """"+1.41 [-0.47, +3.36]": a difference and its 95% interval (under `key`; the final
+    runs' own results files name it difference_95ci)."""
+    return f"{signed(x['difference'])} [{signed(x[key][0])}, {signed(x[key][1])}]"
 
 
 def _seeds_of(result: dict, system: str, lang: str) -> list:
@@ -259,12 +261,6 @@ def headline(result: dict) -> tuple:
     return columns, rows
 
 
-def _gain_interval(x: dict) -> str:
-    """"+1.41 [-0.47, +3.36]" from a run's difference and difference_95ci."""
-    low, high = x["difference_95ci"]
-    return f"{signed(x['difference'])} [{signed(low)}, {signed(high)}]"
-
-
 def _seed_runs(result: dict, lang: str, max_dev_drop: Optional[float] = None) -> list:
     """(seed, run) of `lang` in each final run that `result["sources"]` names, in seed
     order: a run as its own results file records it (teacher, shipped, shipped_f1,
@@ -300,16 +296,16 @@ def default_seeds_language(result: dict, lang: str) -> tuple:
         if "teacher_dev_f" in guard:
             drop = guard["teacher_dev_f"] - guard["student_dev_f"]
             figures += f"; en/dev drop {drop:.2f}{f' > {threshold:g}' if drop > threshold else ''}"
-        ships = "student" if guard["trusted"] else run["shipped"]
+        ships = run["shipped"]
         if run.get("read_as", "").startswith("post hoc"):
             ships += " (post hoc: the label-shift threshold was chosen after this test was read)"
         rows.append([str(seed), f"{run['teacher']['f1']:.2f}", figures, f"{threshold:g}", ships,
-                     f"{run['shipped_f1']['f1']:.2f}", f"**{_gain_interval(run['shipped_vs_teacher'])}**",
+                     f"{run['shipped_f1']['f1']:.2f}", f"**{_interval(run['shipped_vs_teacher'], 'difference_95ci')}**",
                      f"{run['teacher']['ece']:.3f}", f"{run['shipped_f1']['ece']:.3f}"])
         now = _guard_now(result, lang, seed)
         if now:
             rows.append([f"{seed}, the guard now *", f"{run['teacher']['f1']:.2f}", now["guard"], "5",
-                         now["shipped"], f"{now['f1']:.2f}", f"**{_gain_interval(now)}**",
+                         now["shipped"], f"{now['f1']:.2f}", f"**{_interval(now, 'difference_95ci')}**",
                          f"{run['teacher']['ece']:.3f}", f"{now['ece']:.3f}"])
     columns = ["seed", "teacher F1", "guard figures", "max_dev_drop", "ships", "shipped F1",
                "shipped - teacher [95%]", "teacher ECE", "shipped ECE"]
