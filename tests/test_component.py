@@ -238,7 +238,7 @@ def test_predicted_spans_and_scores(trained) -> None:
     # each score is, at temperature 1, softmax(logits + inference_tau * log prior) of its
     # span's row at its label, computed here from the raw logits
     ner = trained.nlp.get_pipe("maral_ner")
-    assert ner.score_temperature == 1.0
+    assert ner.score_map.temperature == 1.0
     checked = 0
     for text in texts:
         doc = trained.nlp(text)

@@ -228,6 +228,7 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
         calibration = json.loads((project / f"training/{run}/calibration.json").read_text())
         stored = json.loads((project / f"training/{run}/{model}/maral_ner/cfg").read_text())
         assert stored["score_temperature"] == pytest.approx(calibration["temperature"])
+        assert stored.get("score_slope", 1.0) == pytest.approx(calibration["slope"])
     # teacher and student tokenize with the source and target rules
     assert spacy.load(project / "training/teacher/model-best").config["nlp"]["tokenizer"]["lang"] == "en"
     student_config = spacy.load(project / "training/student-de/model").config.interpolate()
@@ -443,7 +444,12 @@ def test_make_conll_defaults_ensemble_and_student_temperature(target, tmp_path) 
     assert f"--vars.target_langs {target} " in line and "--vars.dev_lang es " in line
     soup = next(c for c in srsly.read_yaml(root / "project" / "project.yml")["commands"] if c["name"] == "soup")
     calibrate = " ".join(next(line for line in soup["script"] if "spacy_maral calibrate" in line).split())
-    assert "--temperature ${vars.student_temperature} --target-lang ${vars.target_lang}" in calibrate
+    assert "--temperature ${vars.student_temperature} --score-map ${vars.student_score_map} --target-lang ${vars.target_lang}" in calibrate
+    # a student of the development language gets Platt's map, in every language's workflow
+    project = srsly.read_yaml(root / "project" / "project.yml")
+    assert project["vars"]["student_score_map"] == "platt"
+    languages = next(c for c in project["commands"] if c["name"] == "languages")
+    assert "--vars.student_score_map ${vars.student_score_map}" in " ".join(" ".join(languages["script"]).split())
     assert "--lang ${vars.dev_lang}" in calibrate
 
 

@@ -233,7 +233,10 @@ def test_fit_temperature_keeps_one_when_every_entity_is_right_or_wrong() -> None
     assert fit_temperature(logits, classes, mixed) != 1.0
 
 
-def test_score_temperature_is_applied_stored_and_leaves_predictions(trained, tmp_path) -> None:
+@pytest.mark.parametrize("temperature,slope,offset", [(3.0, 1.0, 0.0), (3.0, 0.6, -0.4)])
+def test_score_map_is_applied_stored_and_leaves_predictions(trained, tmp_path, temperature, slope, offset) -> None:
+    from spacy_maral.pipeline.decoding import ScoreMap
+
     nlp = trained.nlp
     ner = find_maral_ner(nlp)
     texts = [" ".join(t for t in eg.reference.text.split()) for eg in trained.examples]
@@ -245,7 +248,7 @@ def test_score_temperature_is_applied_stored_and_leaves_predictions(trained, tmp
     rows = {(int(d), int(s), int(e)): i for i, (d, s, e) in enumerate(raw.spans.tolist())}
     stored = dict(ner.cfg)
     try:
-        ner.score_temperature = 3.0
+        ner.score_map = ScoreMap(temperature, slope, offset)
         hot = predictions(nlp, texts)
         nlp.to_disk(tmp_path / "p")
     finally:  # the shared fixture's cfg as it was (a test that compares it with its saved copy runs later)
@@ -255,19 +258,61 @@ def test_score_temperature_is_applied_stored_and_leaves_predictions(trained, tmp
         assert ents == ents_t and spans == spans_t  # the same entities
         for (s, e, label), score in zip(spans_t, scores_t):
             row = logits[rows[(i, s, e)]]
-            expected = softmax(row / 3.0)[ner.classes.index(label)]
+            p = softmax(row / temperature)[ner.classes.index(label)]
+            expected = 1.0 / (1.0 + ((1.0 - p) / p) ** slope * numpy.exp(-offset))  # sigmoid(a logit(p) + b)
             assert score == pytest.approx(expected, rel=1e-4)
             assert score != pytest.approx(softmax(row)[ner.classes.index(label)], rel=1e-3)
     loaded = spacy.load(tmp_path / "p")
-    assert find_maral_ner(loaded).score_temperature == 3.0
+    loaded_map = find_maral_ner(loaded).score_map  # JSON keeps about 15 digits
+    assert (loaded_map.temperature, loaded_map.slope, loaded_map.offset) == pytest.approx((temperature, slope, offset), rel=1e-12)
     again = predictions(loaded, texts)
     for (_, _, a), (_, _, b) in zip(hot, again):
         numpy.testing.assert_allclose(a, b, rtol=1e-5)
 
 
-def test_score_temperature_must_be_positive(trained) -> None:
-    with pytest.raises(ValueError, match="score_temperature"):
-        find_maral_ner(trained.nlp).score_temperature = 0.0
+def test_a_score_map_needs_a_positive_temperature_and_slope() -> None:
+    from spacy_maral.pipeline.decoding import ScoreMap
+
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        ScoreMap(0.0)
+    with pytest.raises(ValueError, match="slope must be > 0"):
+        ScoreMap(1.0, 0.0, 0.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.2, 5.0), st.floats(0.05, 4.0), st.floats(-3.0, 3.0), st.integers(0, 2**31 - 1))
+def test_platt_keeps_the_order_of_the_tempered_scores(temperature, slope, offset, seed) -> None:
+    from spacy_maral.pipeline.decoding import ScoreMap
+
+    rng = numpy.random.default_rng(seed)
+    logits = rng.normal(0, 3, size=(40, 5))
+    classes = logits.argmax(axis=1)
+    tempered = tempered_scores(logits, classes, temperature)
+    mapped = ScoreMap(temperature, slope, offset).scores(logits, classes)
+    assert numpy.all((mapped >= 0) & (mapped <= 1))
+    # Platt's map is increasing: an entity with a higher tempered probability never gets a
+    # lower score (a temperature alone can reorder entities of different logits)
+    order = numpy.argsort(tempered, kind="stable")
+    assert numpy.all(numpy.diff(mapped[order]) >= -1e-12)
+    # slope 1 and offset 0 report the tempered probabilities as they are
+    numpy.testing.assert_allclose(ScoreMap(temperature).scores(logits, classes), tempered, rtol=1e-12)
+
+
+def test_fit_platt_recovers_the_generating_slope_and_offset() -> None:
+    from spacy_maral.evaluation.calibration import fit_platt
+
+    rng = numpy.random.default_rng(3)
+    p = rng.uniform(0.2, 0.999, size=40000)
+    true_slope, true_offset = 0.5, -0.7
+    q = 1.0 / (1.0 + ((1.0 - p) / p) ** true_slope * numpy.exp(-true_offset))
+    correct = rng.random(40000) < q
+    slope, offset = fit_platt(p, correct)
+    assert slope == pytest.approx(true_slope, abs=0.05) and offset == pytest.approx(true_offset, abs=0.08)
+    # nothing to fit: the scores as they are
+    assert fit_platt(p[:50], numpy.ones(50, dtype=bool)) == (1.0, 0.0)
+    assert fit_platt(p[:0], numpy.zeros(0, dtype=bool)) == (1.0, 0.0)
+    # a fit that would reverse the scores' order is refused
+    assert fit_platt(p, rng.random(40000) < 1.0 - p) == (1.0, 0.0)
 
 
 def mixed_gold(trained) -> list:
@@ -280,6 +325,31 @@ def mixed_gold(trained) -> list:
         doc.ents = [
             Span(doc, e.start, e.end, labels[(labels.index(e.label_) + 1) % len(labels)]) if i % 2 else e
             for i, e in enumerate(doc.ents)
+        ]
+        docs.append(doc)
+    return docs
+
+
+def score_ordered_gold(trained) -> list:
+    """The training docs with the gold entities mostly of the pipeline's lowest-scored
+    predictions given another label: right and wrong entities whose correctness rises
+    with the score, without separating them (five of the eleven lowest-first ranks wrong)."""
+    nlp = trained.nlp
+    labels = sorted({e.label_ for eg in trained.examples for e in eg.reference.ents})
+    ranked = []
+    for i, eg in enumerate(trained.examples):
+        doc = nlp(eg.reference.text)
+        group = doc.spans[find_maral_ner(nlp).spans_key]
+        for span, score in zip(group, group.attrs["scores"]):
+            ranked.append((float(score), i, span.start_char, span.end_char))
+    ranked.sort()
+    wrong = {(i, s, e) for rank, (_, i, s, e) in enumerate(ranked) if rank in (0, 1, 2, 4, 7)}
+    docs = []
+    for i, eg in enumerate(trained.examples):
+        doc = eg.reference.copy()
+        doc.ents = [
+            Span(doc, e.start, e.end, labels[(labels.index(e.label_) + 1) % len(labels)]) if (i, e.start_char, e.end_char) in wrong else e
+            for e in doc.ents
         ]
         docs.append(doc)
     return docs
@@ -323,7 +393,7 @@ def test_calibrate_cli_stores_the_temperature(trained_dir, trained, tmp_path) ->
         check=True, capture_output=True, text=True,
     )
     result = json.loads(report.read_text())
-    stored = find_maral_ner(spacy.load(out)).score_temperature
+    stored = find_maral_ner(spacy.load(out)).score_map.temperature
     assert result["fitted"] is True and stored == pytest.approx(result["temperature"]) and stored != 1.0
     assert result["after"]["ece"] < result["before"]["ece"]
     # the stored T has the lowest log loss of the dev entities' scores (computed here from
@@ -337,7 +407,7 @@ def test_calibrate_cli_stores_the_temperature(trained_dir, trained, tmp_path) ->
 
     assert log_loss(stored) <= min(log_loss(stored * 0.8), log_loss(stored * 1.25), log_loss(1.0))
     # the source pipeline is untouched
-    assert find_maral_ner(spacy.load(trained_dir)).score_temperature == 1.0
+    assert find_maral_ner(spacy.load(trained_dir)).score_map.temperature == 1.0
 
 
 def test_calibrate_cli_in_place_keeps_a_users_other_files(trained_dir, trained, tmp_path) -> None:
@@ -354,7 +424,7 @@ def test_calibrate_cli_in_place_keeps_a_users_other_files(trained_dir, trained, 
     (model / "metrics" / "dev.json").write_text("{}", encoding="utf8")
     subprocess.run([sys.executable, "-m", "spacy_maral", "calibrate", str(model), str(dev), "--temperature", "1.7"],
                    check=True, capture_output=True, text=True)
-    assert find_maral_ner(spacy.load(model)).score_temperature == pytest.approx(1.7)
+    assert find_maral_ner(spacy.load(model)).score_map.temperature == pytest.approx(1.7)
     assert (model / "NOTES.md").read_text(encoding="utf8") == "how this model was made"
     assert (model / "metrics" / "dev.json").read_text(encoding="utf8") == "{}"
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".model")]  # no temporary left
@@ -374,7 +444,7 @@ def test_calibrate_cli_stores_a_given_temperature_and_reports_the_dev_set_at_it(
                    check=True, capture_output=True, text=True)
     result = json.loads(report.read_text())
     assert result["temperature"] == 2.5 and result["fitted"] is False
-    assert find_maral_ner(spacy.load(out)).score_temperature == 2.5
+    assert find_maral_ner(spacy.load(out)).score_map.temperature == 2.5
     # the report's "after" is the dev set's calibration at the given temperature
     nlp = spacy.load(trained_dir)
     logits, classes, correct = entity_logits(nlp, list(DocBin().from_disk(dev).get_docs(nlp.vocab)))
@@ -402,16 +472,34 @@ def test_calibrate_cli_stores_the_off_language_temperature_for_a_student_of_anot
     from spacy.tokens import DocBin
 
     dev = tmp_path / "dev.spacy"
-    DocBin(docs=[eg.reference for eg in trained.examples]).to_disk(dev)
-    base = [sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--lang", "en"]
+    docs = score_ordered_gold(trained)  # right and wrong entities, more of them right at higher scores
+    DocBin(docs=docs).to_disk(dev)
+    base = [sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--lang", "en", "--score-map", "platt"]
     for target, fitted in (("de", False), ("en", True)):
         out, report = tmp_path / f"calibrated-{target}", tmp_path / f"cal-{target}.json"
         subprocess.run(base + ["--output", str(out), "--report", str(report), "--target-lang", target],
                        check=True, capture_output=True, text=True)
         result = json.loads(report.read_text())
         assert result["fitted"] is fitted and result["target_lang"] == target
-        assert (result["temperature"] == 2.0) is not fitted
-        assert find_maral_ner(spacy.load(out)).score_temperature == pytest.approx(result["temperature"])
+        stored = find_maral_ner(spacy.load(out)).score_map
+        assert (stored.temperature, stored.slope, stored.offset) == pytest.approx(
+            (result["temperature"], result["slope"], result["offset"]))
+        if not fitted:  # the student of another language: the constant, no Platt map
+            assert (result["temperature"], result["slope"], result["offset"], result["score_map"]) == (2.0, 1.0, 0.0, "temperature")
+    # its own language's student: Platt's slope and offset on the scores at T = 1, of the
+    # lowest log loss of the dev entities' scores (computed here by hand) among neighbours
+    assert result["score_map"] == "platt" and result["temperature"] == 1.0 and result["slope"] != 1.0
+    assert result["after"]["ece"] < result["before"]["ece"]
+    logits, classes, correct = entity_logits(spacy.load(trained_dir), docs)
+    p = numpy.array([softmax(row)[k] for row, k in zip(logits, classes)])
+    c = correct.astype(float)
+
+    def log_loss(a: float, b: float) -> float:
+        q = numpy.clip(1.0 / (1.0 + ((1.0 - p) / p) ** a * numpy.exp(-b)), 1e-9, 1 - 1e-9)
+        return float(-(c * numpy.log(q) + (1 - c) * numpy.log(1 - q)).mean())
+
+    a, b = result["slope"], result["offset"]
+    assert log_loss(a, b) <= min(log_loss(a * 0.9, b), log_loss(a * 1.1, b), log_loss(a, b - 0.1), log_loss(a, b + 0.1), log_loss(1.0, 0.0))
     # --target-lang needs the dev set's language, and says so before any work
     bad = subprocess.run([sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--output",
                           str(tmp_path / "bad"), "--target-lang", "de"], capture_output=True, text=True)
@@ -479,7 +567,7 @@ def test_calibrate_cli_without_predicted_entities_keeps_temperature_one(trained_
     )
     assert run.returncode == 0, run.stderr
     assert "nothing to calibrate" in " ".join(run.stderr.split())  # a warning: stderr
-    assert find_maral_ner(spacy.load(out)).score_temperature == 1.0
+    assert find_maral_ner(spacy.load(out)).score_map.temperature == 1.0
 
 
 def test_evaluate_model_specs_names_and_refuses_two_of_one_name(tmp_path) -> None:

@@ -109,7 +109,7 @@ def main(argv) -> None:
             "held_out_entities": int(len(es_held[2])),
             "fitted": {"T": round(from_es["T"], 3), "P": [round(v, 3) for v in from_es["P"]]},
             "ece": {
-                "T (now)": ece(tempered_scores(es_held[0], es_held[1], from_es["T"]), es_held[2]),
+                "T": ece(tempered_scores(es_held[0], es_held[1], from_es["T"]), es_held[2]),
                 "P": ece(apply_platt(held_s1, from_es["P"]), es_held[2]),
                 "I": ece(from_es["I"].predict(held_s1), es_held[2]),
             },

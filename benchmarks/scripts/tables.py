@@ -342,6 +342,23 @@ def stored_rows(result: dict, table: str, rows: tuple) -> tuple:
     return stored["columns"], [stored["rows"][i] for i in rows]
 
 
+def score_map_finnish(result: dict) -> tuple:
+    """ECE on fi/dev of each Finnish model under each score map, and their mean."""
+    maps = list(result["finnish_mean_ece"])
+    rows = [[name, f"{run['precision'] * 100:.1f}"] + [f"{run['ece'][m]:.3f}" for m in maps]
+            for name, run in result["finnish"].items()]
+    rows.append(["mean", ""] + [f"{result['finnish_mean_ece'][m]:.3f}" for m in maps])
+    return ["Finnish model (fi/dev)", "precision"] + maps, rows
+
+
+def score_map_spanish(result: dict) -> tuple:
+    """ECE on the held-out es/dev sentences of each Spanish student, fitted in-language."""
+    maps = list(next(iter(result["spanish"].values()))["ece"])
+    rows = [[name, str(run["held_out_entities"]), f"{run['fitted']['T']:.2f}", f"{run['fitted']['P'][0]:.2f}, {run['fitted']['P'][1]:+.2f}"]
+            + [f"{run['ece'][m]:.3f}" for m in maps] for name, run in result["spanish"].items()]
+    return ["Spanish student (held-out es/dev)", "entities", "fitted T", "Platt a, b"] + maps, rows
+
+
 COMPUTED = {
     "three-seed-ensemble/headline": headline,
     "three-seed-protocol/means": three_seed_means,
@@ -372,6 +389,9 @@ COMPUTED = {
     "default-seeds/fi": lambda r: default_seeds_language(r, "fi"),
     "default-seeds/de": lambda r: default_seeds_language(r, "de"),
     "default-seeds/es": lambda r: default_seeds_language(r, "es"),
+    # score maps on fi/dev (Finnish models) and held-out es/dev (Spanish students)
+    "score-map-dev/finnish": score_map_finnish,
+    "score-map-dev/spanish": score_map_spanish,
     # the bare length-sorted encoder against annotate end to end
     "annotate-throughput/against-the-encoder": lambda r: stored_rows(r, "host-side", (2, 4)),
 }

@@ -1,4 +1,5 @@
-"""`python -m spacy_maral calibrate`: fit the entity-score temperature on a gold dev set."""
+"""`python -m spacy_maral calibrate`: fit the entity-score map (a temperature, or Platt
+scaling) on a gold dev set."""
 import json
 from pathlib import Path
 from typing import Optional
@@ -13,21 +14,24 @@ def calibrate_command(
     model: Path = typer.Argument(..., help="Trained pipeline directory with a maral_ner component."),
     dev_path: Path = typer.Argument(..., help="Gold dev corpus (.spacy or CoNLL): a development language's dev set (the workflow's dev_lang) or the source language's; never a test set that a claim reads."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the calibrated pipeline: a new or empty folder, or one this command wrote (default: MODEL, its pipeline files replaced atomically). Files in it that calibrate did not write are kept."),
-    report: Optional[Path] = typer.Option(None, "--report", help="JSON file with the temperature and the calibration before and after."),
+    report: Optional[Path] = typer.Option(None, "--report", help="JSON file with the score map (temperature, slope, offset) and the calibration before and after."),
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the dev text with this language's rules while fitting (default: the pipeline's tokenizer); the saved pipeline keeps its own."),
     limit: int = typer.Option(0, "--limit", help="Use the first N dev sentences (0 = all)."),
     given: float = typer.Option(0.0, "--temperature", "-t", help="Store this temperature instead of fitting one (0 = fit on DEV, or the --target-lang rule); DEV is still scored at it for the report."),
+    score_map: str = typer.Option("temperature", "--score-map", help="What to fit on DEV: 'temperature' (one T) or 'platt' (a slope and an offset on the log-odds of the scores at T = 1; better calibrated on a held-out part of the development language's dev set). A stored temperature (--temperature, or the --target-lang rule) has no Platt map."),
     target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language the student MODEL was adapted to. When it is not --lang (DEV's language), the student is stored with the temperature that the development language's students were fitted to (2.0) instead of a fit on DEV, unless --temperature gives one."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
     precision: Precision = precision_option(),
 ) -> None:
-    """Fit the temperature of the entity scores on a gold dev set and store it.
+    """Fit the map of the entity scores on a gold dev set and store it.
 
-    Fits the temperature T of the reported entity scores (softmax(logits / T), stored
-    as maral_ner's `score_temperature`) on the raw text of the dev set: T minimises the
-    log loss of the scores of the predicted entities against their exact correctness.
-    Predictions do not change; only doc.spans[...].attrs["scores"] do. With --temperature
+    Fits the map of the reported entity scores on the raw text of the dev set: the
+    temperature T of softmax(logits / T) (maral_ner's `score_temperature`), or with
+    --score-map platt the slope a and offset b of sigmoid(a logit(p) + b) on the scores p
+    at T = 1 (`score_slope`, `score_offset`); either minimises the log loss of the scores
+    of the predicted entities against their exact correctness. Predictions do not change;
+    only doc.spans[...].attrs["scores"] do. With --temperature
     the given T is stored instead, and the report gives the dev set's calibration at it;
     with --target-lang other than --lang, the temperature of the development language's
     students is (spacy_maral.evaluation.calibration.student_temperature).
@@ -35,7 +39,7 @@ def calibrate_command(
     from thinc.api import require_gpu
 
     from spacy_maral.corpora.target_text import iter_target_docs
-    from spacy_maral.evaluation.calibration import calibrate, student_temperature
+    from spacy_maral.evaluation.calibration import SCORE_MAPS, calibrate, student_temperature
     from spacy_maral.evaluation.raw_text import entity_logits
     from spacy_maral.fileio import atomic_write_text, check_replaceable, replace_dir, replace_owned_dir
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
@@ -44,6 +48,8 @@ def calibrate_command(
     from spacy_maral.util import Printer
 
     msg = Printer()
+    if score_map not in SCORE_MAPS:
+        msg.fail(f"--score-map must be one of {', '.join(SCORE_MAPS)}, not {score_map!r}", exits=1)
     try:
         stored = student_temperature(given, target_lang, lang)  # None: fit on the dev set
     except ValueError as err:
@@ -70,32 +76,41 @@ def calibrate_command(
             logits, classes, correct = entity_logits(nlp, docs, batch_size=batch_size)
     except (OSError, ValueError) as err:
         msg.fail(f"calibrate failed: {err}", exits=1)
-    found = calibrate(logits, classes, correct, current=ner.score_temperature, stored=stored)
-    temperature, before, after = found.temperature, found.before, found.after
+    found = calibrate(logits, classes, correct, current=ner.score_map, stored=stored, method=score_map)
+    before, after, new_map = found.before, found.after, found.score_map
     if stored is None and not len(correct):
-        msg.warn(f"{model} predicts no entity on {dev_path}: nothing to calibrate, the temperature stays 1")
+        msg.warn(f"{model} predicts no entity on {dev_path}: nothing to calibrate, the scores stay as decoded")
     elif stored is None and (correct.all() or not correct.any()):
         msg.warn(f"all {len(correct)} predicted entities are {'right' if correct.all() else 'wrong'} on {dev_path}: "
-                 "nothing to calibrate on, the temperature stays 1")
+                 "nothing to calibrate on, the scores stay as decoded")
     else:
         msg.info(
             f"{len(correct)} predicted entities, {int(correct.sum())} exactly right: ECE {before['ece']:.4f} "
-            f"at T={ner.score_temperature:g} -> {after['ece']:.4f} at T={temperature:.3f}"
+            f"-> {after['ece']:.4f} at {describe(new_map)}"
             + ("" if stored is None else " (given, not fitted)" if given > 0
                else f" (a student of {target_lang}, not of {lang}: not fitted)")
         )
-    ner.score_temperature = temperature
+    ner.score_map = new_map
     target = output if output is not None else model
     try:  # the files in TARGET that calibrate did not write are kept (fileio.replace_dir)
         with (replace_owned_dir(target, "calibrate --output") if new_folder else replace_dir(target, "calibrate")) as tmp:
             nlp.to_disk(tmp)
     except (OSError, ValueError) as err:
         msg.fail(f"calibrate failed: {err}", exits=1)
-    msg.good(f"score_temperature {temperature:.3f} stored in {target}")
+    msg.good(f"score map {describe(new_map)} stored in {target}")
     if report is not None:
         atomic_write_text(report, json.dumps({
             "model": str(model), "dev": str(dev_path), "sentences": len(docs), "lang": lang,
-            "temperature": temperature, "fitted": found.fitted, "target_lang": target_lang,
+            "temperature": new_map.temperature, "slope": new_map.slope, "offset": new_map.offset,
+            "score_map": "platt" if new_map.is_platt else "temperature", "fitted": found.fitted, "target_lang": target_lang,
             "before": before, "after": after,
         }, indent=2))
         msg.good(f"report: {report}")
+
+
+def describe(score_map) -> str:
+    """The stored map in words: its temperature, and Platt's slope and offset if any."""
+    text = f"T={score_map.temperature:.3f}"
+    if score_map.is_platt:
+        text += f", Platt slope {score_map.slope:.3f}, offset {score_map.offset:+.3f}"
+    return text

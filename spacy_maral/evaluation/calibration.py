@@ -4,12 +4,13 @@
 of its class. Calibrated, a score of 0.9 means that 90% of such entities are right (exact
 characters and label). This module measures that (expected calibration error over equal
 -width bins, the reliability diagram, precision above a score) and fits the one number
-that fixes it: a temperature T on the decision rule's logits, scores = softmax(l / T).
-T > 0 leaves every prediction as it is (the argmax of each span is unchanged, and the
-decoder's choices are made on the uncalibrated probabilities); it only rescales the
-reported scores. It is fitted on a gold dev set (a development language's, else the
-source language's) and stored in the component's cfg (`score_temperature`); a student
-of a language other than the dev set's gets OFF_DEV_LANGUAGE_TEMPERATURE instead.
+that fixes it, a score map (pipeline.decoding.ScoreMap): a temperature T on the decision
+rule's logits, p = softmax(l / T), or Platt scaling of p's log-odds, sigmoid(a logit(p) +
+b), increasing in p. Neither changes a prediction (the decoder's choices are made on the
+uncalibrated probabilities); they only change the reported scores. It is fitted on a gold dev set (a development language's, else the source
+language's) and stored in the component's cfg; a student of a language other than the
+dev set's gets OFF_DEV_LANGUAGE_TEMPERATURE instead, as maps fitted on another language
+do not carry over (benchmarks/results/score-map-dev.json).
 """
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
-from spacy_maral.pipeline.decoding import tempered_scores  # the score calibration fits T for
+from spacy_maral.pipeline.decoding import ScoreMap, tempered_scores  # the score calibration fits T for
+
+#: How `calibrate` fits a score map: the temperature alone, or Platt's slope and offset on
+#: the log-odds of the scores at T = 1.
+SCORE_MAPS = ("temperature", "platt")
 
 DEFAULT_BINS = 10
 TEMPERATURE_GRID = numpy.exp(numpy.linspace(numpy.log(0.05), numpy.log(20.0), 400))
@@ -108,38 +113,75 @@ def fit_temperature(logits: numpy.ndarray, classes: numpy.ndarray, correct: Sequ
     return best
 
 
+def fit_platt(scores: numpy.ndarray, correct: Sequence[bool]) -> Tuple[float, float]:
+    """Platt's (slope, offset): sigmoid(slope * logit(score) + offset) of least log loss
+    against correctness (scikit-learn's logistic regression, practically unpenalised).
+
+    scores (numpy.ndarray): (n,) the entities' scores at T = 1.
+    correct (Sequence[bool]): whether each entity is right.
+    RETURNS (Tuple[float, float]): (1.0, 0.0), the scores as they are, when there is
+        nothing to fit (no entities, all right or all wrong) or the fitted slope is not
+        positive (a map that would reverse the scores' order).
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    c = numpy.asarray(correct, dtype=bool)
+    if c.shape[0] == 0 or c.min() == c.max():
+        return 1.0, 0.0
+    p = numpy.clip(numpy.asarray(scores, dtype=numpy.float64), 1e-6, 1 - 1e-6)
+    z = (numpy.log(p) - numpy.log1p(-p))[:, None]
+    model = LogisticRegression(C=1e6, max_iter=1000).fit(z, c.astype(int))
+    slope, offset = float(model.coef_[0, 0]), float(model.intercept_[0])
+    return (slope, offset) if slope > 0 else (1.0, 0.0)
+
+
 @dataclass
 class Calibration:
     """What calibrating a pipeline's scores on a dev set found.
 
-    temperature (float): the T to store.
-    fitted (bool): T was fitted on the dev set (not given, nor the off-language rule's).
-    before (Dict[str, object]): the dev set's reliability at the pipeline's current T.
-    after (Dict[str, object]): its reliability at `temperature`.
+    score_map (ScoreMap): the map to store.
+    fitted (bool): the map was fitted on the dev set (not given, nor the off-language rule's).
+    before (Dict[str, object]): the dev set's reliability under the pipeline's current map.
+    after (Dict[str, object]): its reliability under `score_map`.
     """
 
-    temperature: float
+    score_map: ScoreMap
     fitted: bool
     before: Dict[str, object]
     after: Dict[str, object]
 
+    @property
+    def temperature(self) -> float:
+        return self.score_map.temperature
+
 
 def calibrate(
-    logits: numpy.ndarray, classes: numpy.ndarray, correct: numpy.ndarray, current: float, stored: Optional[float]
+    logits: numpy.ndarray, classes: numpy.ndarray, correct: numpy.ndarray, current: ScoreMap, stored: Optional[float],
+    method: str = "temperature",
 ) -> Calibration:
-    """The temperature to store for the entities of a dev set, and its calibration before
+    """The score map to store for the entities of a dev set, and its calibration before
     and after.
 
     logits, classes, correct: the dev set's predicted entities (raw_text.entity_logits).
-    current (float): the pipeline's temperature now.
-    stored (Optional[float]): a temperature to store as it is (given, or
-        student_temperature's rule); None fits one (fit_temperature).
+    current (ScoreMap): the pipeline's map now.
+    stored (Optional[float]): a temperature to store as it is, with no Platt map (given,
+        or student_temperature's rule); None fits a map.
+    method (str): what to fit when stored is None, one of SCORE_MAPS: "temperature"
+        (fit_temperature) or "platt" (fit_platt on the scores at T = 1).
     """
-    temperature = stored if stored is not None else fit_temperature(logits, classes, correct)
+    if method not in SCORE_MAPS:
+        raise ValueError(f"the score map must be one of {', '.join(SCORE_MAPS)}, not {method!r}")
+    if stored is not None:
+        score_map = ScoreMap(temperature=stored)
+    elif method == "platt":
+        slope, offset = fit_platt(tempered_scores(logits, classes, 1.0), correct)
+        score_map = ScoreMap(temperature=1.0, slope=slope, offset=offset)
+    else:
+        score_map = ScoreMap(temperature=fit_temperature(logits, classes, correct))
     return Calibration(
-        temperature=temperature, fitted=stored is None,
-        before=reliability(tempered_scores(logits, classes, current), correct),
-        after=reliability(tempered_scores(logits, classes, temperature), correct),
+        score_map=score_map, fitted=stored is None,
+        before=reliability(current.scores(logits, classes), correct),
+        after=reliability(score_map.scores(logits, classes), correct),
     )
 
 

@@ -1,7 +1,9 @@
 """Decoding the entities of a batch of Docs: the spans that can't be entities masked
 (whitespace, characters that are not text), then each doc decoded into non-overlapping
-entities (spacy_maral.ml.decoding), and the reported entity scores at a temperature.
+entities (spacy_maral.ml.decoding), and the reported entity scores (a score map: a
+temperature, then Platt's slope and offset).
 """
+from dataclasses import dataclass
 from typing import List, Sequence
 
 import numpy
@@ -84,20 +86,67 @@ def tempered_scores(logits: numpy.ndarray, classes: numpy.ndarray, temperature: 
     return numpy.exp(log_p[numpy.arange(logits.shape[0]), numpy.asarray(classes, dtype=numpy.int64)])
 
 
-def tempered_entity_scores(
-    decision_logits: numpy.ndarray, kept: Sequence[DecodedEntity], temperature: float
-) -> List[float]:
-    """The reported score of each kept entity: softmax(decision logits / T)[class].
+@dataclass(frozen=True)
+class ScoreMap:
+    """How an entity's reported score is computed from the decision rule's logits l:
+    sigmoid(slope * logit(p) + offset) with p = softmax(l / temperature)[class].
+
+    temperature (float): T > 0.
+    slope (float): Platt's slope a > 0 on the log-odds of p (1.0: p itself).
+    offset (float): Platt's offset b (0.0: p itself).
+
+    No map changes a prediction (the decoder decides on the uncalibrated probabilities),
+    and Platt's part is strictly increasing in p, so it keeps the order of the tempered
+    scores; the identity (1, 1, 0) reports the probabilities as decoded.
+    """
+
+    temperature: float = 1.0
+    slope: float = 1.0
+    offset: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"the score temperature must be > 0, got {self.temperature}")
+        if not self.slope > 0:
+            raise ValueError(f"the score slope must be > 0, got {self.slope}")
+
+    @property
+    def is_platt(self) -> bool:
+        """Whether the slope or the offset changes the tempered probability."""
+        return self.slope != 1.0 or self.offset != 0.0
+
+    def scores(self, logits: numpy.ndarray, classes: numpy.ndarray) -> numpy.ndarray:
+        """The scores of entities from their (n, C) logits and (n,) class indices."""
+        p = tempered_scores(logits, classes, self.temperature)
+        if not self.is_platt:
+            return p
+        return platt_scores(p, self.slope, self.offset)
+
+
+def platt_scores(p: numpy.ndarray, slope: float, offset: float) -> numpy.ndarray:
+    """sigmoid(slope * logit(p) + offset), computed in log space (p of 0 or 1 stays there).
+
+    p (numpy.ndarray): probabilities in [0, 1].
+    slope (float): a > 0.
+    offset (float): b.
+    """
+    with numpy.errstate(divide="ignore"):
+        z = numpy.log(p) - numpy.log1p(-p)
+    return scipy.special.expit(slope * z + offset)
+
+
+def mapped_entity_scores(decision_logits: numpy.ndarray, kept: Sequence[DecodedEntity], score_map: ScoreMap) -> List[float]:
+    """The reported score of each kept entity under a score map.
 
     decision_logits (numpy.ndarray): (n_spans, C) logits of the decision rule.
     kept (Sequence[DecodedEntity]): the kept entities, rows into decision_logits
         (MaralNER.decode).
-    temperature (float): T (1.0: the probabilities as decoded).
+    score_map (ScoreMap): the map (ScoreMap(): the probabilities as decoded).
     """
     if not kept:
         return []
-    if temperature == 1.0:
+    if score_map == ScoreMap():
         return [float(entity.prob) for entity in kept]
     rows = numpy.asarray([entity.row for entity in kept], dtype=numpy.int64)
     classes = numpy.asarray([entity.class_id for entity in kept], dtype=numpy.int64)
-    return [float(p) for p in tempered_scores(decision_logits[rows], classes, temperature)]
+    return [float(p) for p in score_map.scores(decision_logits[rows], classes)]

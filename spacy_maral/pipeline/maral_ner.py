@@ -25,7 +25,7 @@ from spacy_maral.ml.decoding import DecodedEntity
 from spacy_maral.ml.loss import ReweightedVMFLoss
 from spacy_maral.ml.span_ner import CLASSES_ATTR, DEFAULT_MODEL, SpanScores, build_head, copy_span_ner_weights, get_span_head
 from spacy_maral.ml.vmf import collapsed_class_pairs, warn_collapsed
-from spacy_maral.pipeline.decoding import decode_docs, softmax, tempered_entity_scores
+from spacy_maral.pipeline.decoding import ScoreMap, decode_docs, mapped_entity_scores, softmax
 from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
 from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, NON_ENTITY_LABEL, checked_cfg, load_weights, read_cfg
 from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, words_without_subwords
@@ -192,16 +192,18 @@ class MaralNER(TrainablePipe):
             logger.warning(NO_SUBWORD_WARNING, self.name, lost)
 
     @property
-    def score_temperature(self) -> float:
-        """T of the reported entity scores softmax(l / T) (1.0 = uncalibrated); fitted on the
-        source dev set by `python -m spacy_maral calibrate` and stored in the cfg."""
-        return float(self.cfg.get("score_temperature", 1.0))
+    def score_map(self) -> ScoreMap:
+        """The map of the reported entity scores, set by `python -m spacy_maral calibrate`:
+        the temperature, then Platt's slope and offset (`score_temperature`, `score_slope`,
+        `score_offset` in the cfg; 1, 1 and 0 when not calibrated)."""
+        cfg = self.cfg
+        return ScoreMap(float(cfg.get("score_temperature", 1.0)), float(cfg.get("score_slope", 1.0)), float(cfg.get("score_offset", 0.0)))
 
-    @score_temperature.setter
-    def score_temperature(self, value: float) -> None:
-        if not value > 0:
-            raise ValueError(f"maral_ner '{self.name}': score_temperature must be > 0, got {value}")
-        self.cfg["score_temperature"] = float(value)
+    @score_map.setter
+    def score_map(self, value: ScoreMap) -> None:
+        self.cfg["score_temperature"] = float(value.temperature)
+        self.cfg["score_slope"] = float(value.slope)
+        self.cfg["score_offset"] = float(value.offset)
 
     def decision_logits(self, scores: SpanScores) -> numpy.ndarray:
         """The logits of the decision rule: s(z) + inference_tau * log pi_src, (n_spans, C)."""
@@ -232,8 +234,8 @@ class MaralNER(TrainablePipe):
         return decode_docs(docs, scores.spans, self.probabilities(scores))
 
     def entity_scores(self, scores: SpanScores, kept: Sequence[DecodedEntity]) -> List[float]:
-        """The reported score of each kept entity: softmax(decision logits / T)[class]."""
-        return tempered_entity_scores(self.decision_logits(scores), kept, self.score_temperature)
+        """The reported score of each kept entity under the component's score_map."""
+        return mapped_entity_scores(self.decision_logits(scores), kept, self.score_map)
 
     def set_annotations(self, docs: Iterable[Doc], scores: SpanScores) -> None:
         """Write the decoded entities to doc.ents and doc.spans[spans_key] (with scores)."""
