@@ -26,9 +26,9 @@ TARGETS ?= $(TARGET)
 # the development language: its dev set (DATA/DEV_LANG/dev.conll) calibrates the shipped
 # scores; es where DATA has es/dev.conll, else the source language
 DEV_LANG ?= $(if $(wildcard $(DATA)/es/dev.conll),es,$(SOURCE))
-# the student's score temperature (the workflow's student_temperature): 0, the rule (fitted
-# on DEV_LANG's dev set when the target is DEV_LANG, else 2.0, what Spanish students were fitted
-# to there: `calibrate --target-lang`), or a given one
+# the student's score temperature (the workflow's student_temperature): 0, the rule (Platt's
+# map fitted on DEV_LANG's dev set when the target is DEV_LANG, else T = 2.0, what Spanish
+# students were fitted to there: `calibrate --target-lang`), or a given one
 STUDENT_TEMPERATURE ?= 0
 # seeds of more teachers for the pseudo-labels (the workflow's ensemble_seeds); empty: one teacher
 ENSEMBLE_SEEDS ?= 1,2

@@ -233,7 +233,7 @@ def test_fit_temperature_keeps_one_when_every_entity_is_right_or_wrong() -> None
     assert fit_temperature(logits, classes, mixed) != 1.0
 
 
-@pytest.mark.parametrize("temperature,slope,offset", [(3.0, 1.0, 0.0), (3.0, 0.6, -0.4)])
+@pytest.mark.parametrize("temperature,slope,offset", [(3.0, 1.0, 0.0), (3.0, 0.6, -0.4), (1.0, 0.6, -0.4)])
 def test_score_map_is_applied_stored_and_leaves_predictions(trained, tmp_path, temperature, slope, offset) -> None:
     from spacy_maral.pipeline.decoding import ScoreMap
 
@@ -302,17 +302,30 @@ def test_fit_platt_recovers_the_generating_slope_and_offset() -> None:
     from spacy_maral.evaluation.calibration import fit_platt
 
     rng = numpy.random.default_rng(3)
-    p = rng.uniform(0.2, 0.999, size=40000)
-    true_slope, true_offset = 0.5, -0.7
-    q = 1.0 / (1.0 + ((1.0 - p) / p) ** true_slope * numpy.exp(-true_offset))
-    correct = rng.random(40000) < q
-    slope, offset = fit_platt(p, correct)
-    assert slope == pytest.approx(true_slope, abs=0.05) and offset == pytest.approx(true_offset, abs=0.08)
+    z = rng.uniform(-1.5, 25.0, size=40000)  # log-odds, many beyond what a float's p can hold apart from 1
+    true_slope, true_offset = 0.3, -0.7
+    correct = rng.random(40000) < 1.0 / (1.0 + numpy.exp(-(true_slope * z + true_offset)))
+    slope, offset = fit_platt(z, correct)
+    assert slope == pytest.approx(true_slope, abs=0.03) and offset == pytest.approx(true_offset, abs=0.1)
     # nothing to fit: the scores as they are
-    assert fit_platt(p[:50], numpy.ones(50, dtype=bool)) == (1.0, 0.0)
-    assert fit_platt(p[:0], numpy.zeros(0, dtype=bool)) == (1.0, 0.0)
+    assert fit_platt(z[:50], numpy.ones(50, dtype=bool)) == (1.0, 0.0)
+    assert fit_platt(z[:0], numpy.zeros(0, dtype=bool)) == (1.0, 0.0)
     # a fit that would reverse the scores' order is refused
-    assert fit_platt(p, rng.random(40000) < 1.0 - p) == (1.0, 0.0)
+    assert fit_platt(z, rng.random(40000) < 1.0 / (1.0 + numpy.exp(z / 4))) == (1.0, 0.0)
+
+
+def test_class_log_odds_is_finite_where_the_probability_rounds_to_one() -> None:
+    from spacy_maral.pipeline.decoding import ScoreMap, class_log_odds
+
+    logits = numpy.array([[0.0, 2.0, 1.0], [0.0, 60.0, 1.0], [3.0, 0.0, 0.0]], dtype=numpy.float32)
+    classes = numpy.array([1, 1, 0])
+    # by hand: log p - log(1 - p) = l_k - log(sum of exp(l_j), j != k)
+    expected = [2.0 - numpy.log(1.0 + numpy.e), 60.0 - numpy.log(1.0 + numpy.e), 3.0 - numpy.log(2.0)]
+    numpy.testing.assert_allclose(class_log_odds(logits, classes), expected, rtol=1e-12)
+    numpy.testing.assert_allclose(class_log_odds(logits, classes, 2.0)[0], 1.0 - numpy.log(1.0 + numpy.exp(0.5)), rtol=1e-12)
+    # the second entity's p is 1.0 in floating point; Platt's map still tells it from a sure one
+    scores = ScoreMap(1.0, 0.1, 0.0).scores(logits, classes)
+    assert scores[1] == pytest.approx(1.0 / (1.0 + numpy.exp(-0.1 * expected[1])), rel=1e-12) and scores[1] < 1.0
 
 
 def mixed_gold(trained) -> list:

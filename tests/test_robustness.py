@@ -269,8 +269,23 @@ def test_damaged_pipeline_gives_a_clear_error(trained_dir, tmp_path, damage: str
     assert message in str(err.value)
 
 
-def test_saved_cfg_carries_the_format_version(trained_dir) -> None:
+def test_saved_cfg_carries_the_format_version(trained_dir, tmp_path, monkeypatch) -> None:
+    from spacy_maral.pipeline import stored_cfg
+    from spacy_maral.pipeline.decoding import ScoreMap
+    from spacy_maral.pipeline.maral_ner import find_maral_ner
+
     assert srsly.read_json(trained_dir / "maral_ner" / "cfg")["format_version"] == 1
+    # a Platt score map is written at version 2, which a reader of version 1 refuses
+    # (it would report the scores without the map); a temperature alone stays at 1
+    nlp = spacy.load(trained_dir)
+    for score_map, version in ((ScoreMap(2.0), 1), (ScoreMap(1.0, 0.5, -0.2), 2)):
+        find_maral_ner(nlp).score_map = score_map
+        nlp.to_disk(tmp_path / f"v{version}")
+        assert srsly.read_json(tmp_path / f"v{version}" / "maral_ner" / "cfg")["format_version"] == version
+    monkeypatch.setattr(stored_cfg, "FORMAT_VERSION", 1)
+    spacy.load(tmp_path / "v1")
+    with pytest.raises(ValueError, match="upgrade spacy-maral"):
+        spacy.load(tmp_path / "v2")
 
 
 # ------------------------------------------------------------ determinism

@@ -13,8 +13,9 @@ prediction changes:
 
 - T2: the constant 2.0 (a student of a language without a dev set, now).
 - T-es: the temperature fitted on the run's Spanish student.
-- P-es: Platt scaling, sigmoid(a z + b) with z the log-odds of the score at T = 1, (a, b)
-  fitted by log loss on the Spanish student's entities.
+- P-es: Platt scaling, sigmoid(a z + b) with z the log-odds of the score at T = 1 (from
+  the logits: pipeline.decoding.class_log_odds), (a, b) fitted by log loss on the Spanish
+  student's entities (evaluation.calibration.fit_platt), as `calibrate --score-map platt`.
 - P-own: the same, fitted on the model's own entities of those ES_DEV sentences.
 - I-es: isotonic regression of correctness on the score at T = 1 (Spanish student).
 
@@ -29,13 +30,11 @@ from typing import Dict, Tuple
 
 import numpy
 from sklearn.isotonic import IsotonicRegression
-from sklearn.linear_model import LogisticRegression
 
-from spacy_maral.evaluation.calibration import fit_temperature, reliability
-from spacy_maral.pipeline.decoding import tempered_scores
+from spacy_maral.evaluation.calibration import fit_platt, fit_temperature, reliability
+from spacy_maral.pipeline.decoding import ScoreMap, class_log_odds, tempered_scores
 
 CONSTANT = 2.0
-EPS = 1e-6
 
 
 def entity_rows(model: Path, conll: Path, lang: str, start: int, end: int, cache: Path) -> Tuple[numpy.ndarray, ...]:
@@ -60,26 +59,12 @@ def entity_rows(model: Path, conll: Path, lang: str, start: int, end: int, cache
     return logits, classes, numpy.asarray(correct)
 
 
-def log_odds(scores: numpy.ndarray) -> numpy.ndarray:
-    p = numpy.clip(scores, EPS, 1 - EPS)
-    return numpy.log(p) - numpy.log1p(-p)
-
-
-def platt(scores: numpy.ndarray, correct: numpy.ndarray) -> Tuple[float, float]:
-    """(a, b) of sigmoid(a z + b) by log loss (no penalty to speak of)."""
-    model = LogisticRegression(C=1e6, max_iter=1000).fit(log_odds(scores)[:, None], correct.astype(int))
-    return float(model.coef_[0, 0]), float(model.intercept_[0])
-
-
-def apply_platt(scores: numpy.ndarray, ab: Tuple[float, float]) -> numpy.ndarray:
-    return 1.0 / (1.0 + numpy.exp(-(ab[0] * log_odds(scores) + ab[1])))
-
-
 def maps_from(rows: Tuple[numpy.ndarray, ...]) -> Dict[str, object]:
     logits, classes, correct = rows
     s1 = tempered_scores(logits, classes, 1.0)
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(s1, correct.astype(float))
-    return {"T": fit_temperature(logits, classes, correct), "P": platt(s1, correct), "I": iso}
+    slope, offset = fit_platt(class_log_odds(logits, classes), correct)
+    return {"T": fit_temperature(logits, classes, correct), "P": ScoreMap(1.0, slope, offset), "I": iso}
 
 
 def ece(scores: numpy.ndarray, correct: numpy.ndarray) -> float:
@@ -107,10 +92,10 @@ def main(argv) -> None:
         held_s1 = tempered_scores(es_held[0], es_held[1], 1.0)
         result["spanish"][name] = {
             "held_out_entities": int(len(es_held[2])),
-            "fitted": {"T": round(from_es["T"], 3), "P": [round(v, 3) for v in from_es["P"]]},
+            "fitted": {"T": round(from_es["T"], 3), "P": [round(from_es["P"].slope, 3), round(from_es["P"].offset, 3)]},
             "ece": {
                 "T": ece(tempered_scores(es_held[0], es_held[1], from_es["T"]), es_held[2]),
-                "P": ece(apply_platt(held_s1, from_es["P"]), es_held[2]),
+                "P": ece(from_es["P"].scores(es_held[0], es_held[1]), es_held[2]),
                 "I": ece(from_es["I"].predict(held_s1), es_held[2]),
             },
         }
@@ -123,12 +108,12 @@ def main(argv) -> None:
             s1 = tempered_scores(logits, classes, 1.0)
             result["finnish"][f"{name}/{kind}"] = {
                 "entities": int(len(correct)), "precision": round(float(correct.mean()), 4),
-                "own_fit": {"T": round(own["T"], 3), "P": [round(v, 3) for v in own["P"]]},
+                "own_fit": {"T": round(own["T"], 3), "P": [round(own["P"].slope, 3), round(own["P"].offset, 3)]},
                 "ece": {
                     "T2": ece(tempered_scores(logits, classes, CONSTANT), correct),
                     "T-es": ece(tempered_scores(logits, classes, from_es["T"]), correct),
-                    "P-es": ece(apply_platt(s1, from_es["P"]), correct),
-                    "P-own": ece(apply_platt(s1, own["P"]), correct),
+                    "P-es": ece(from_es["P"].scores(logits, classes), correct),
+                    "P-own": ece(own["P"].scores(logits, classes), correct),
                     "I-es": ece(from_es["I"].predict(s1), correct),
                 },
             }

@@ -100,6 +100,7 @@ def run_record(runs: Path, seed: int, lang: str, name: str, result: dict) -> dic
     if cal is not None:
         record["temperature"] = {"dev": Path(cal["dev"]).name, "dev_lang": cal.get("lang"),
                                  "sentences": cal.get("sentences"), "temperature": _round(cal["temperature"]),
+                                 "slope": _round(cal.get("slope", 1.0)), "offset": _round(cal.get("offset", 0.0)),
                                  "dev_ece_before": _round(cal["before"]["ece"]),
                                  "dev_ece_after": _round(cal["after"]["ece"])}
     guard = load(runs / f"{name}-s{seed}-{lang}.guard.json")

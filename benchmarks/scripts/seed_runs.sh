@@ -68,11 +68,12 @@ STEP=$1; SEED=${2:-}
 # the target text: LANG/train.conll (its tags unused), else LANG/train.txt
 target_text() { if [ -f "$DATA/$1/train.conll" ]; then echo "$DATA/$1/train.conll"; else echo "$DATA/$1/train.txt"; fi; }
 
-# the score temperature of a student of LANG, as the workflow stores it (calibrate
-# --target-lang: fitted on the development language for its own students, 2.0 for the others)
+# the score map of a student of LANG, as the workflow stores it (calibrate --target-lang:
+# Platt's map fitted on the development language for its own students, T = 2.0 for the others)
 calibrate_student() {
   $PY -m spacy_maral calibrate "$1/model-last" "$CORPUS/$DEV_LANG-dev.spacy" --lang "$DEV_LANG" --limit "$DEV_LIMIT" \
-    --report "$1.calibration.json" --gpu-id "$GPU" --temperature "$STUDENT_TEMPERATURE" --target-lang "$2"
+    --report "$1.calibration.json" --gpu-id "$GPU" --temperature "$STUDENT_TEMPERATURE" --target-lang "$2" \
+    --score-map "${STUDENT_SCORE_MAP:-platt}"
 }
 
 case "$STEP" in

@@ -84,6 +84,8 @@ def calibrate_command(
         msg.warn(f"all {len(correct)} predicted entities are {'right' if correct.all() else 'wrong'} on {dev_path}: "
                  "nothing to calibrate on, the scores stay as decoded")
     else:
+        if stored is None and score_map == "platt" and not new_map.is_platt:
+            msg.warn(f"Platt's fit on {dev_path} found no increasing map (its slope is not above 0): the temperature was fitted instead")
         msg.info(
             f"{len(correct)} predicted entities, {int(correct.sum())} exactly right: ECE {before['ece']:.4f} "
             f"-> {after['ece']:.4f} at {describe(new_map)}"

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
-from spacy_maral.pipeline.decoding import ScoreMap, tempered_scores  # the score calibration fits T for
+from spacy_maral.pipeline.decoding import ScoreMap, class_log_odds, tempered_scores  # what calibration fits
 
 #: How `calibrate` fits a score map: the temperature alone, or Platt's slope and offset on
 #: the log-odds of the scores at T = 1.
@@ -113,11 +113,12 @@ def fit_temperature(logits: numpy.ndarray, classes: numpy.ndarray, correct: Sequ
     return best
 
 
-def fit_platt(scores: numpy.ndarray, correct: Sequence[bool]) -> Tuple[float, float]:
-    """Platt's (slope, offset): sigmoid(slope * logit(score) + offset) of least log loss
-    against correctness (scikit-learn's logistic regression, practically unpenalised).
+def fit_platt(log_odds: numpy.ndarray, correct: Sequence[bool]) -> Tuple[float, float]:
+    """Platt's (slope, offset): sigmoid(slope * z + offset) of least log loss against
+    correctness (scikit-learn's logistic regression, practically unpenalised).
 
-    scores (numpy.ndarray): (n,) the entities' scores at T = 1.
+    log_odds (numpy.ndarray): (n,) z, the log-odds of the entities' scores at T = 1
+        (pipeline.decoding.class_log_odds).
     correct (Sequence[bool]): whether each entity is right.
     RETURNS (Tuple[float, float]): (1.0, 0.0), the scores as they are, when there is
         nothing to fit (no entities, all right or all wrong) or the fitted slope is not
@@ -128,8 +129,7 @@ def fit_platt(scores: numpy.ndarray, correct: Sequence[bool]) -> Tuple[float, fl
     c = numpy.asarray(correct, dtype=bool)
     if c.shape[0] == 0 or c.min() == c.max():
         return 1.0, 0.0
-    p = numpy.clip(numpy.asarray(scores, dtype=numpy.float64), 1e-6, 1 - 1e-6)
-    z = (numpy.log(p) - numpy.log1p(-p))[:, None]
+    z = numpy.asarray(log_odds, dtype=numpy.float64)[:, None]
     model = LogisticRegression(C=1e6, max_iter=1000).fit(z, c.astype(int))
     slope, offset = float(model.coef_[0, 0]), float(model.intercept_[0])
     return (slope, offset) if slope > 0 else (1.0, 0.0)
@@ -167,16 +167,16 @@ def calibrate(
     stored (Optional[float]): a temperature to store as it is, with no Platt map (given,
         or student_temperature's rule); None fits a map.
     method (str): what to fit when stored is None, one of SCORE_MAPS: "temperature"
-        (fit_temperature) or "platt" (fit_platt on the scores at T = 1).
+        (fit_temperature) or "platt" (fit_platt on the log-odds at T = 1); where Platt's
+        fit finds no increasing map (a slope <= 0), the temperature is fitted instead.
     """
     if method not in SCORE_MAPS:
         raise ValueError(f"the score map must be one of {', '.join(SCORE_MAPS)}, not {method!r}")
-    if stored is not None:
-        score_map = ScoreMap(temperature=stored)
-    elif method == "platt":
-        slope, offset = fit_platt(tempered_scores(logits, classes, 1.0), correct)
+    score_map = ScoreMap(temperature=stored) if stored is not None else ScoreMap()
+    if stored is None and method == "platt":
+        slope, offset = fit_platt(class_log_odds(logits, classes), correct)
         score_map = ScoreMap(temperature=1.0, slope=slope, offset=offset)
-    else:
+    if stored is None and not score_map.is_platt:
         score_map = ScoreMap(temperature=fit_temperature(logits, classes, correct))
     return Calibration(
         score_map=score_map, fitted=stored is None,

@@ -164,7 +164,7 @@ def evaluate_raw_text(
 def entity_logits(nlp: Language, docs: Sequence[Doc], batch_size: int = 64) -> Tuple[object, object, object]:
     """The decision-rule logits of every entity maral_ner predicts on the raw text of
     gold docs, each with its class and whether it is exactly right: the data that
-    calibration.fit_temperature fits the score temperature on.
+    calibration fits the score map on (fit_temperature, and fit_platt on their log-odds).
 
     nlp (Language): a pipeline with a maral_ner component.
     docs (Sequence[Doc]): gold docs (entities in doc.ents).

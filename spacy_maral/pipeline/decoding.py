@@ -117,22 +117,27 @@ class ScoreMap:
 
     def scores(self, logits: numpy.ndarray, classes: numpy.ndarray) -> numpy.ndarray:
         """The scores of entities from their (n, C) logits and (n,) class indices."""
-        p = tempered_scores(logits, classes, self.temperature)
         if not self.is_platt:
-            return p
-        return platt_scores(p, self.slope, self.offset)
+            return tempered_scores(logits, classes, self.temperature)
+        return scipy.special.expit(self.slope * class_log_odds(logits, classes, self.temperature) + self.offset)
 
 
-def platt_scores(p: numpy.ndarray, slope: float, offset: float) -> numpy.ndarray:
-    """sigmoid(slope * logit(p) + offset), computed in log space (p of 0 or 1 stays there).
+def class_log_odds(logits: numpy.ndarray, classes: numpy.ndarray, temperature: float = 1.0) -> numpy.ndarray:
+    """logit(p) of each entity's class, p = softmax(logits / T)[class], computed from the
+    logits in float64: l_k / T - logsumexp_{j != k} l_j / T, finite however sure the
+    entity (where p itself rounds to 1). What Platt's map is fitted on and applied to.
 
-    p (numpy.ndarray): probabilities in [0, 1].
-    slope (float): a > 0.
-    offset (float): b.
+    logits (numpy.ndarray): (n, C) the decision rule's logits, C >= 2.
+    classes (numpy.ndarray): (n,) each entity's class index.
+    temperature (float): T > 0.
     """
-    with numpy.errstate(divide="ignore"):
-        z = numpy.log(p) - numpy.log1p(-p)
-    return scipy.special.expit(slope * z + offset)
+    scaled = numpy.asarray(logits, dtype=numpy.float64) / temperature
+    rows = numpy.arange(scaled.shape[0])
+    k = numpy.asarray(classes, dtype=numpy.int64)
+    own = scaled[rows, k]
+    others = scaled.copy()
+    others[rows, k] = -numpy.inf
+    return own - scipy.special.logsumexp(others, axis=1)
 
 
 def mapped_entity_scores(decision_logits: numpy.ndarray, kept: Sequence[DecodedEntity], score_map: ScoreMap) -> List[float]:

@@ -27,7 +27,7 @@ from spacy_maral.ml.span_ner import CLASSES_ATTR, DEFAULT_MODEL, SpanScores, bui
 from spacy_maral.ml.vmf import collapsed_class_pairs, warn_collapsed
 from spacy_maral.pipeline.decoding import ScoreMap, decode_docs, mapped_entity_scores, softmax
 from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
-from spacy_maral.pipeline.stored_cfg import FORMAT_VERSION, NON_ENTITY_LABEL, checked_cfg, load_weights, read_cfg
+from spacy_maral.pipeline.stored_cfg import NON_ENTITY_LABEL, checked_cfg, format_version_for, load_weights, read_cfg
 from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, words_without_subwords
 from spacy_maral.pipeline.tokenizer import refuse_unencodable, unencodable_error
 from spacy_maral.threads import install_fork_guard
@@ -103,7 +103,7 @@ class MaralNER(TrainablePipe):
         self.ents_filter = ents_filter if ents_filter is not None else util.registry.misc.get("spacy.prioritize_new_ents_filter.v1")()
         self.scorer = scorer
         self.cfg: Dict[str, Any] = {
-            "labels": [], "spans_key": spans_key, "loss_state": {}, "nI": None, "format_version": FORMAT_VERSION,
+            "labels": [], "spans_key": spans_key, "loss_state": {}, "nI": None, "format_version": format_version_for(False),
         }
         self.inference_tau = inference_tau
         self.adaptation = ProgressiveAdaptation(adaptation) if adaptation is not None else None
@@ -204,6 +204,7 @@ class MaralNER(TrainablePipe):
         self.cfg["score_temperature"] = float(value.temperature)
         self.cfg["score_slope"] = float(value.slope)
         self.cfg["score_offset"] = float(value.offset)
+        self.cfg["format_version"] = format_version_for(value.is_platt)  # an older reader refuses Platt's map
 
     def decision_logits(self, scores: SpanScores) -> numpy.ndarray:
         """The logits of the decision rule: s(z) + inference_tau * log pi_src, (n_spans, C)."""

@@ -10,8 +10,11 @@ from thinc.api import Model
 from spacy_maral.ml.span_ner import CLASSES_ATTR
 from spacy_maral.util import logger
 
-# version of what to_disk/to_bytes write (cfg and model); bumped on incompatible changes
-FORMAT_VERSION = 1
+# version of what to_disk/to_bytes write (cfg and model); bumped on incompatible changes.
+# A cfg is written at the lowest version that holds it, so that older readers load what
+# they can: 2 only where the score map has Platt's slope and offset, which a reader of
+# version 1 would ignore without a word (format_version_for).
+FORMAT_VERSION = 2
 NON_ENTITY_LABEL = "O"
 
 
@@ -31,6 +34,11 @@ def checked_cfg(cfg: Dict[str, Any], where: object) -> Dict[str, Any]:
         )
     checked_labels(cfg["labels"], where)
     return cfg
+
+
+def format_version_for(platt: bool) -> int:
+    """The format version a cfg is written at: 2 with a Platt score map, else 1."""
+    return 2 if platt else 1
 
 
 def checked_labels(labels: Any, where: object) -> List[str]:

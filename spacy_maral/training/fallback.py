@@ -32,7 +32,8 @@ def build_fallback(
     progress: Optional[Callable[[str], None]] = None,
 ) -> Tuple[Path, DecisionRate]:
     """Write the fallback pipeline to `output`: the teacher's and the student's weights
-    interpolated, with the student's configuration (its tokenizer, its score temperature)
+    interpolated, with the student's configuration (its tokenizer, its score map: for a
+    student of the development language, Platt's map fitted on the student, not refitted)
     and inference_tau set by RATE on the pseudo-labelled target sentences.
 
     teacher (Path): the teacher's pipeline directory.
