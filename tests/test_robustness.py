@@ -388,9 +388,9 @@ def test_pipe_20000_docs_two_processes_memory_flat_and_equal(trained_dir) -> Non
     base = [SENTENCE, FILLER, "John Smith works for Google in London .", "Paris", "", "Maria Garcia met the Red Cross team ."]
     texts = [base[i % len(base)] for i in range(20000)]
 
-    def run(n_process: int):
+    def run(n_process: int, these: list = texts):
         out, rss = [], []
-        for doc in nlp.pipe(texts, n_process=n_process, batch_size=256):
+        for doc in nlp.pipe(these, n_process=n_process, batch_size=256):
             group = doc.spans["maral"]
             out.append(([(e.start, e.end, e.label_) for e in doc.ents], [round(float(s), 5) for s in group.attrs["scores"]]))
             rss.append(doc.user_data["rss_kb"])
@@ -399,8 +399,14 @@ def test_pipe_20000_docs_two_processes_memory_flat_and_equal(trained_dir) -> Non
     main_before = _rss_kb()
     multi, worker_rss = run(2)
     main_after = _rss_kb()
-    single, _ = run(1)
-    assert multi == single
+    # the texts repeat every 6 and a batch holds 256 (4 more than a multiple of 6), so a
+    # batch's texts repeat every 3 batches, 768 docs: one process predicts the first three
+    # periods as the two workers did, and every later full batch as the one 768 docs before
+    period, full = 768, len(texts) - len(texts) % 256
+    single, _ = run(1, texts[: 3 * period])
+    assert multi[: 3 * period] == single
+    assert all(multi[i] == multi[i - period] for i in range(period, full))
+    assert multi[full:] == run(1, texts[full:])[0]  # the last, shorter batch
     # workers: resident memory after the first 2,000 docs vs the last 2,000 (warm-up excluded)
     early, late = numpy.median(worker_rss[2000:4000]), numpy.median(worker_rss[-2000:])
     assert late - early < 50_000, f"worker memory grew from {early} kB to {late} kB"
