@@ -503,7 +503,7 @@ def test_calibrate_cli_stores_the_off_language_temperature_for_a_student_of_anot
     # lowest log loss of the dev entities' scores (computed here by hand) among neighbours
     assert result["score_map"] == "platt" and result["temperature"] == 1.0 and result["slope"] != 1.0
     assert result["after"]["ece"] < result["before"]["ece"]
-    logits, classes, correct = entity_logits(spacy.load(trained_dir), docs)
+    logits, classes, correct = entity_logits(trained.nlp, docs)  # the pipeline saved in trained_dir
     p = numpy.array([softmax(row)[k] for row, k in zip(logits, classes)])
     c = correct.astype(float)
 
