@@ -39,7 +39,7 @@ def calibrate_command(
     from thinc.api import require_gpu
 
     from spacy_maral.corpora.target_text import iter_target_docs
-    from spacy_maral.evaluation.calibration import SCORE_MAPS, calibrate, student_temperature
+    from spacy_maral.evaluation.calibration import SCORE_MAPS, calibrate, nothing_to_fit, student_temperature
     from spacy_maral.evaluation.raw_text import entity_logits
     from spacy_maral.fileio import atomic_write_text, check_replaceable, replace_dir, replace_owned_dir
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
@@ -80,7 +80,7 @@ def calibrate_command(
     before, after, new_map = found.before, found.after, found.score_map
     if stored is None and not len(correct):
         msg.warn(f"{model} predicts no entity on {dev_path}: nothing to calibrate, the scores stay as decoded")
-    elif stored is None and (correct.all() or not correct.any()):
+    elif stored is None and nothing_to_fit(correct):
         msg.warn(f"all {len(correct)} predicted entities are {'right' if correct.all() else 'wrong'} on {dev_path}: "
                  "nothing to calibrate on, the scores stay as decoded")
     else:

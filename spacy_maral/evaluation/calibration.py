@@ -7,8 +7,9 @@ characters and label). This module measures that (expected calibration error ove
 that fixes it, a score map (pipeline.decoding.ScoreMap): a temperature T on the decision
 rule's logits, p = softmax(l / T), or Platt scaling of p's log-odds, sigmoid(a logit(p) +
 b), increasing in p. Neither changes a prediction (the decoder's choices are made on the
-uncalibrated probabilities); they only change the reported scores. It is fitted on a gold dev set (a development language's, else the source
-language's) and stored in the component's cfg; a student of a language other than the
+uncalibrated probabilities); they only change the reported scores. It is fitted on a
+gold dev set (a development language's, else the source language's) and stored in the
+component's cfg; a student of a language other than the
 dev set's gets OFF_DEV_LANGUAGE_TEMPERATURE instead, as maps fitted on another language
 do not carry over (benchmarks/results/score-map-dev.json).
 """
@@ -90,6 +91,13 @@ def reliability(scores: Sequence[float], correct: Sequence[bool], n_bins: int = 
     return out
 
 
+def nothing_to_fit(correct: Sequence[bool]) -> bool:
+    """Whether no map can be fitted: no entities, or all of them right (or all wrong),
+    where the log loss only falls as the scores go to 1 (or 0) and has no minimum."""
+    c = numpy.asarray(correct, dtype=bool)
+    return c.shape[0] == 0 or bool(c.all()) or not c.any()
+
+
 def fit_temperature(logits: numpy.ndarray, classes: numpy.ndarray, correct: Sequence[bool]) -> float:
     """The temperature that minimises the log loss of the entity scores against correctness.
 
@@ -100,9 +108,9 @@ def fit_temperature(logits: numpy.ndarray, classes: numpy.ndarray, correct: Sequ
         to fit: no entities, or all of them right (or all wrong), where the log loss only
         falls as T goes to 0 (or grows) and no temperature is best.
     """
-    c = numpy.asarray(correct, dtype=numpy.float64)
-    if c.shape[0] == 0 or c.min() == c.max():
+    if nothing_to_fit(correct):
         return 1.0
+    c = numpy.asarray(correct, dtype=numpy.float64)
     eps = 1e-7
     best, best_loss = 1.0, numpy.inf
     for t in TEMPERATURE_GRID:
@@ -126,11 +134,10 @@ def fit_platt(log_odds: numpy.ndarray, correct: Sequence[bool]) -> Tuple[float, 
     """
     from sklearn.linear_model import LogisticRegression
 
-    c = numpy.asarray(correct, dtype=bool)
-    if c.shape[0] == 0 or c.min() == c.max():
+    if nothing_to_fit(correct):
         return 1.0, 0.0
     z = numpy.asarray(log_odds, dtype=numpy.float64)[:, None]
-    model = LogisticRegression(C=1e6, max_iter=1000).fit(z, c.astype(int))
+    model = LogisticRegression(C=1e6, max_iter=1000).fit(z, numpy.asarray(correct, dtype=int))
     slope, offset = float(model.coef_[0, 0]), float(model.intercept_[0])
     return (slope, offset) if slope > 0 else (1.0, 0.0)
 
@@ -150,10 +157,6 @@ class Calibration:
     before: Dict[str, object]
     after: Dict[str, object]
 
-    @property
-    def temperature(self) -> float:
-        return self.score_map.temperature
-
 
 def calibrate(
     logits: numpy.ndarray, classes: numpy.ndarray, correct: numpy.ndarray, current: ScoreMap, stored: Optional[float],
@@ -172,12 +175,11 @@ def calibrate(
     """
     if method not in SCORE_MAPS:
         raise ValueError(f"the score map must be one of {', '.join(SCORE_MAPS)}, not {method!r}")
-    score_map = ScoreMap(temperature=stored) if stored is not None else ScoreMap()
-    if stored is None and method == "platt":
-        slope, offset = fit_platt(class_log_odds(logits, classes), correct)
-        score_map = ScoreMap(temperature=1.0, slope=slope, offset=offset)
-    if stored is None and not score_map.is_platt:
-        score_map = ScoreMap(temperature=fit_temperature(logits, classes, correct))
+    if stored is not None:
+        score_map = ScoreMap(temperature=stored)
+    else:
+        platt = ScoreMap(1.0, *fit_platt(class_log_odds(logits, classes), correct)) if method == "platt" else ScoreMap()
+        score_map = platt if platt.is_platt else ScoreMap(fit_temperature(logits, classes, correct))
     return Calibration(
         score_map=score_map, fitted=stored is None,
         before=reliability(current.scores(logits, classes), correct),
