@@ -23,8 +23,10 @@ else:
     pytest.importorskip("ray")
 
 RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
+# RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S 0: a node stopped by SIGTERM stops at once (by default
+# it first drains for 30 s, waiting for work that a test's nodes never have)
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1",
-       "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+       "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
 
 
 def free_port() -> int:
