@@ -4,6 +4,7 @@ Importable as `helpers` because pyproject.toml puts tests/ on sys.path
 (`[tool.pytest.ini_options] pythonpath`).
 """
 import os
+import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -192,3 +193,24 @@ def app_of(command: str):
     from spacy_maral.cli import app
 
     return bench_app if command in typer.main.get_command(bench_app).commands else app
+
+
+def run_cli(*args: object) -> subprocess.CompletedProcess:
+    """`python -m spacy_maral ARGS` (or `python -m spacy_maral.bench ARGS`) run in this
+    process by typer's CliRunner, returned as `subprocess.run(..., capture_output=True,
+    text=True)` returns a command's run: its exit status, stdout and stderr, kept apart.
+    It saves the imports of a new Python (about 5 s a command). An exception the command
+    does not turn into an exit status (a traceback, in a real process) is raised here,
+    so a test cannot take it for a clean refusal. What only a real process shows
+    (signals, its environment, what it imports) is tested with one.
+
+    args (object): the command's name and arguments (paths are turned into strings).
+    RETURNS (subprocess.CompletedProcess): returncode, stdout and stderr.
+    """
+    from typer.testing import CliRunner
+
+    argv = [str(a) for a in args]
+    result = CliRunner().invoke(app_of(argv[0]), argv)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(argv, result.exit_code, result.stdout, result.stderr)

@@ -25,7 +25,7 @@ import pytest
 import spacy
 from spacy.tokens import DocBin
 
-from helpers import TRAIN_SENTENCES
+from helpers import TRAIN_SENTENCES, run_cli
 from reference_input import iter_partitions, iter_units
 from spacy_maral.inference.annotate import (
     EXIT_BAD_LINES,
@@ -423,7 +423,7 @@ def test_killed_ray_run_resumes(trained_dir, tmp_path) -> None:
     corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS * 5)  # 200 documents
     common = ["--partition-size", "10", "--batch-size", "4"]
     reference = tmp_path / "reference"
-    subprocess.run(annotate_cmd(trained_dir, corpus, reference, *common), env=ENV, check=True, capture_output=True)
+    assert run_cli("annotate", trained_dir, corpus, reference, "--no-progress", *common).returncode == 0  # in this process
     out = tmp_path / "out"
     ray_args = [*common, "--engine", "ray", "--num-actors", "2"]
     proc = subprocess.Popen(annotate_cmd(trained_dir, corpus, out, *ray_args), env=ENV, start_new_session=True,
@@ -472,13 +472,12 @@ def test_pseudo_label_on_ray_is_bit_identical(trained_dir, tmp_path, ray_instanc
 
 
 @pytest.mark.slow
-def test_pseudo_label_command_with_the_ray_engine(trained_dir, tmp_path) -> None:
+def test_pseudo_label_command_with_the_ray_engine(trained_dir, tmp_path, ray_instance) -> None:
     text = tmp_path / "target.txt"
     text.write_text("\n".join(CORPUS[:12]) + "\n", encoding="utf8")
-    base = [sys.executable, "-m", "spacy_maral", "pseudo-label", str(trained_dir), str(text)]
-    subprocess.run([*base, str(tmp_path / "local"), "--shard-size", "5"], env=ENV, check=True, capture_output=True)
-    proc = subprocess.run([*base, str(tmp_path / "ray"), "--shard-size", "5", "--engine", "ray", "--num-actors", "2"],
-                          env=ENV, capture_output=True, text=True)
+    base = ["pseudo-label", trained_dir, text]
+    assert run_cli(*base, tmp_path / "local", "--shard-size", "5").returncode == 0
+    proc = run_cli(*base, tmp_path / "ray", "--shard-size", "5", "--engine", "ray", "--num-actors", "2")
     assert proc.returncode == 0, proc.stderr
     assert "12 sentences (3 shards written" in proc.stdout and "engine: ray, 2 actors" in proc.stdout
     for name in ("shard-00000.spacy", "shard-00001.spacy", "shard-00002.spacy"):

@@ -1,20 +1,15 @@
 """Weight averaging (training/averaging.py, `spacy_maral average`) and the epoch hook's snapshots."""
-import os
-import subprocess
-import sys
-
 import numpy
 import pytest
 import spacy
 import torch
 from thinc.api import Config
 
-from helpers import REPO, encoder_parameters, predictions
+from helpers import encoder_parameters, predictions, run_cli
 from spacy_maral.ml.span_ner import copy_span_ner_weights, get_span_head
 from spacy_maral.training.averaging import average_pipelines
 from spacy_maral.training.callbacks import make_epoch_hook
 
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 TEXTS = ["Angela Merkel besuchte Paris .", "Siemens baut in Berlin ."]
 
 
@@ -113,7 +108,7 @@ def test_average_refuses_other_labels(trained_dir, tmp_path) -> None:
 
 def run_average(cmd):
     """Run `python -m spacy_maral average` with the arguments `cmd` (after `average`)."""
-    return subprocess.run([sys.executable, "-m", "spacy_maral", "average", *cmd], capture_output=True, text=True, env=ENV, cwd=str(REPO))
+    return run_cli("average", *cmd)
 
 
 def assert_mean_of_two(out_dir, a_dir, b_dir, settings_dir) -> None:

@@ -1,8 +1,6 @@
 """RATE (a decision rule set without target tags) and the guard's fallback: the teacher
 interpolated with a distrusted student, shipped before the teacher when it is trusted."""
 import json
-import subprocess
-import sys
 
 import numpy
 import pytest
@@ -11,7 +9,7 @@ import torch
 from spacy.tokens import DocBin
 from thinc.api import Config
 
-from helpers import build_nlp, make_examples
+from helpers import build_nlp, make_examples, run_cli
 from spacy_maral.adaptation.soft_labels import attach_soft_labels
 from spacy_maral.corpora.docbin import bare_copy
 from spacy_maral.evaluation.guard import FallbackCheck, GuardReport, GuardThresholds, choose
@@ -141,10 +139,7 @@ def test_choose_the_student_then_the_fallback_then_the_teacher(tmp_path) -> None
 
 
 def _guard(trained_dir, student_dir, dev, text, verdict, *extra):
-    return subprocess.run(
-        [sys.executable, "-m", "spacy_maral", "guard", str(trained_dir), str(student_dir), str(dev), str(text), "-o", str(verdict),
-         *extra], capture_output=True, text=True,
-    )
+    return run_cli("guard", trained_dir, student_dir, dev, text, "-o", verdict, *extra)
 
 
 @pytest.mark.slow

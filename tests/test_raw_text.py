@@ -1,8 +1,6 @@
 """Raw text: detokenization, the language tokenizer, character-offset scoring, unreachable
 entities, and calibrated scores (issue: what users get from `nlp(text)`)."""
 import json
-import subprocess
-import sys
 
 import numpy
 import pytest
@@ -14,7 +12,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span
 from spacy.training import Example
 
-from helpers import predictions
+from helpers import predictions, run_cli
 from spacy_maral.corpora.detokenize import detokenize, detokenized_spaces
 from spacy_maral.evaluation.calibration import fit_temperature, reliability, tempered_scores
 from spacy_maral.evaluation.raw_text import RawSentence, char_prf, entity_logits, evaluate_raw_text, raw_sentences, unreachable
@@ -401,10 +399,8 @@ def test_calibrate_cli_stores_the_temperature(trained_dir, trained, tmp_path) ->
     DocBin(docs=docs).to_disk(dev)
     out = tmp_path / "calibrated"
     report = tmp_path / "cal.json"
-    subprocess.run(
-        [sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--output", str(out), "--report", str(report)],
-        check=True, capture_output=True, text=True,
-    )
+    run = run_cli("calibrate", trained_dir, dev, "--output", out, "--report", report)
+    assert run.returncode == 0, run.stderr
     result = json.loads(report.read_text())
     stored = find_maral_ner(spacy.load(out)).score_map.temperature
     assert result["fitted"] is True and stored == pytest.approx(result["temperature"]) and stored != 1.0
@@ -435,8 +431,8 @@ def test_calibrate_cli_in_place_keeps_a_users_other_files(trained_dir, trained, 
     (model / "NOTES.md").write_text("how this model was made", encoding="utf8")
     (model / "metrics").mkdir()
     (model / "metrics" / "dev.json").write_text("{}", encoding="utf8")
-    subprocess.run([sys.executable, "-m", "spacy_maral", "calibrate", str(model), str(dev), "--temperature", "1.7"],
-                   check=True, capture_output=True, text=True)
+    run = run_cli("calibrate", model, dev, "--temperature", "1.7")
+    assert run.returncode == 0, run.stderr
     assert find_maral_ner(spacy.load(model)).score_map.temperature == pytest.approx(1.7)
     assert (model / "NOTES.md").read_text(encoding="utf8") == "how this model was made"
     assert (model / "metrics" / "dev.json").read_text(encoding="utf8") == "{}"
@@ -452,9 +448,9 @@ def test_calibrate_cli_stores_a_given_temperature_and_reports_the_dev_set_at_it(
     dev = tmp_path / "dev.spacy"
     DocBin(docs=[eg.reference for eg in trained.examples]).to_disk(dev)
     out, report = tmp_path / "calibrated", tmp_path / "cal.json"
-    base = [sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev)]
-    subprocess.run(base + ["--output", str(out), "--report", str(report), "--temperature", "2.5"],
-                   check=True, capture_output=True, text=True)
+    base = ["calibrate", trained_dir, dev]
+    run = run_cli(*base, "--output", out, "--report", report, "--temperature", "2.5")
+    assert run.returncode == 0, run.stderr
     result = json.loads(report.read_text())
     assert result["temperature"] == 2.5 and result["fitted"] is False
     assert find_maral_ner(spacy.load(out)).score_map.temperature == 2.5
@@ -464,7 +460,7 @@ def test_calibrate_cli_stores_a_given_temperature_and_reports_the_dev_set_at_it(
     expected = reliability(tempered_scores(logits, classes, 2.5), correct)["ece"]
     assert result["after"]["ece"] == pytest.approx(expected, abs=1e-6)
     # a negative temperature is refused before any work, and nothing is written
-    bad = subprocess.run(base + ["--output", str(tmp_path / "bad"), "--temperature", "-1"], capture_output=True, text=True)
+    bad = run_cli(*base, "--output", tmp_path / "bad", "--temperature", "-1")
     assert bad.returncode == 1 and "--temperature must be > 0" in " ".join(bad.stderr.split())  # errors go to stderr
     assert not (tmp_path / "bad").exists()
 
@@ -487,11 +483,11 @@ def test_calibrate_cli_stores_the_off_language_temperature_for_a_student_of_anot
     dev = tmp_path / "dev.spacy"
     docs = score_ordered_gold(trained)  # right and wrong entities, more of them right at higher scores
     DocBin(docs=docs).to_disk(dev)
-    base = [sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--lang", "en", "--score-map", "platt"]
+    base = ["calibrate", trained_dir, dev, "--lang", "en", "--score-map", "platt"]
     for target, fitted in (("de", False), ("en", True)):
         out, report = tmp_path / f"calibrated-{target}", tmp_path / f"cal-{target}.json"
-        subprocess.run(base + ["--output", str(out), "--report", str(report), "--target-lang", target],
-                       check=True, capture_output=True, text=True)
+        run = run_cli(*base, "--output", out, "--report", report, "--target-lang", target)
+        assert run.returncode == 0, run.stderr
         result = json.loads(report.read_text())
         assert result["fitted"] is fitted and result["target_lang"] == target
         stored = find_maral_ner(spacy.load(out)).score_map
@@ -514,8 +510,7 @@ def test_calibrate_cli_stores_the_off_language_temperature_for_a_student_of_anot
     a, b = result["slope"], result["offset"]
     assert log_loss(a, b) <= min(log_loss(a * 0.9, b), log_loss(a * 1.1, b), log_loss(a, b - 0.1), log_loss(a, b + 0.1), log_loss(1.0, 0.0))
     # --target-lang needs the dev set's language, and says so before any work
-    bad = subprocess.run([sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--output",
-                          str(tmp_path / "bad"), "--target-lang", "de"], capture_output=True, text=True)
+    bad = run_cli("calibrate", trained_dir, dev, "--output", tmp_path / "bad", "--target-lang", "de")
     assert bad.returncode == 1 and "needs --lang" in " ".join(bad.stderr.split())
     assert not (tmp_path / "bad").exists()
 
@@ -574,10 +569,7 @@ def test_calibrate_cli_without_predicted_entities_keeps_temperature_one(trained_
     vocab = spacy.blank("xx").vocab
     DocBin(docs=[Doc(vocab, words=[".", ",", "."])]).to_disk(dev)  # punctuation: no entity
     out = tmp_path / "calibrated"
-    run = subprocess.run(
-        [sys.executable, "-m", "spacy_maral", "calibrate", str(trained_dir), str(dev), "--output", str(out)],
-        capture_output=True, text=True,
-    )
+    run = run_cli("calibrate", trained_dir, dev, "--output", out)
     assert run.returncode == 0, run.stderr
     assert "nothing to calibrate" in " ".join(run.stderr.split())  # a warning: stderr
     assert find_maral_ner(spacy.load(out)).score_map.temperature == 1.0

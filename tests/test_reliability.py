@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 import spacy
 
-from helpers import TRAIN_SENTENCES, build_nlp, make_examples, make_tiny_encoder
+from helpers import TRAIN_SENTENCES, build_nlp, make_examples, make_tiny_encoder, run_cli
 from spacy_maral.inference.annotate import annotate
 from spacy_maral.inference.engines import make_engine
 from spacy_maral.inference.lock import FolderInUseError, folder_lock
@@ -174,19 +174,18 @@ def test_export_never_replaces_a_users_folder(ruler_dir, tmp_path) -> None:
     user = tmp_path / "userdir"
     user.mkdir()
     (user / "notes.txt").write_text("important", encoding="utf8")
-    proc = subprocess.run(cli("export", str(ruler_dir), str(user)), env=ENV, capture_output=True, text=True)
+    proc = run_cli("export", ruler_dir, user)
     assert proc.returncode == 1 and "is not empty and was not written by spacy_maral" in proc.stderr, proc.stderr
     assert (user / "notes.txt").read_text(encoding="utf8") == "important" and sorted(os.listdir(user)) == ["notes.txt"]
     out = tmp_path / "export"
     for _ in range(2):  # a new folder, then its own earlier export
-        proc = subprocess.run(cli("export", str(ruler_dir), str(out)), env=ENV, capture_output=True, text=True)
+        proc = run_cli("export", ruler_dir, out)
         assert proc.returncode == 0, proc.stderr
     assert spacy.load(out).pipe_names == ["entity_ruler"]
     guard = tmp_path / "guard.json"
     for text in ("{not json", json.dumps({"chosen": "student"})):
         guard.write_text(text, encoding="utf8")
-        proc = subprocess.run(cli("export", str(ruler_dir), str(tmp_path / "g"), "--guard", str(guard)),
-                              env=ENV, capture_output=True, text=True)
+        proc = run_cli("export", ruler_dir, tmp_path / "g", "--guard", guard)
         assert proc.returncode == 1 and "is not a verdict of `spacy_maral guard`" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
 
@@ -195,8 +194,7 @@ def test_calibrate_output_never_replaces_a_users_folder(tmp_path) -> None:
     user = tmp_path / "userdir"
     user.mkdir()
     (user / "notes.txt").write_text("important", encoding="utf8")
-    proc = subprocess.run(cli("calibrate", str(tmp_path / "no-model"), str(tmp_path / "dev.spacy"), "--output", str(user)),
-                          env=ENV, capture_output=True, text=True)
+    proc = run_cli("calibrate", tmp_path / "no-model", tmp_path / "dev.spacy", "--output", user)
     assert proc.returncode == 1 and "is not empty and was not written by spacy_maral" in " ".join((proc.stdout + proc.stderr).split())
     assert sorted(os.listdir(user)) == ["notes.txt"]
 
@@ -242,8 +240,7 @@ def test_words_without_subwords_are_counted_and_listed(limited_pipeline, tmp_pat
     texts = token_dense_texts() + ["Paris \u0300 Berlin", "Angela Merkel visited Paris ."]
     corpus.write_text("".join(json.dumps({"id": f"doc{i}", "text": t}) + "\n" for i, t in enumerate(texts)), encoding="utf8")
     out = tmp_path / "out"
-    proc = subprocess.run(cli("annotate", str(limited_pipeline), str(corpus), str(out), "--no-progress"),
-                          env=ENV, capture_output=True, text=True)
+    proc = run_cli("annotate", limited_pipeline, corpus, out, "--no-progress")
     assert proc.returncode == 3, proc.stderr  # --max-bad-lines 0 covers it
     summary = json.loads((out / "_summary.json").read_text(encoding="utf8"))
     assert summary["truncated_documents"] == 1 and summary["words_without_subwords"] == 1
@@ -251,8 +248,7 @@ def test_words_without_subwords_are_counted_and_listed(limited_pipeline, tmp_pat
     errors = [json.loads(line) for line in (out / "_errors.jsonl").read_text(encoding="utf8").splitlines()]
     assert [(e["id"], e["line"], e["words"]) for e in errors] == [("doc2", 3, 1)]
     assert "1 document(s) with 1 word(s) the encoder gave no subword" in proc.stderr
-    tolerant = subprocess.run(cli("annotate", str(limited_pipeline), str(corpus), str(out), "--no-progress", "--max-bad-lines", "1"),
-                              env=ENV, capture_output=True, text=True)
+    tolerant = run_cli("annotate", limited_pipeline, corpus, out, "--no-progress", "--max-bad-lines", "1")
     assert tolerant.returncode == 0, tolerant.stderr  # and the kept partition keeps its count
     assert json.loads((out / "_summary.json").read_text(encoding="utf8"))["truncated_documents"] == 1
 
