@@ -55,6 +55,16 @@ def test_an_unknown_language_code_is_an_error(tmp_path) -> None:
         check_target_text(write(tmp_path / "t.txt", [FINNISH]), "xy")
 
 
+@pytest.mark.parametrize("lang", ["ja", "th", "zh"])
+def test_a_language_without_a_rule_based_tokenizer_is_named_as_such(tmp_path, lang) -> None:
+    """spaCy knows ja and th but their tokenizers are segmenters that need packages (not
+    installed here), zh's a segmenter without one: not rule-based, and never called an
+    unknown code."""
+    with pytest.raises(ValueError, match=f"language '{lang}': spaCy's tokenizer for it is .*not rule-based") as err:
+        check_target_text(write(tmp_path / "t.txt", [FINNISH]), lang)
+    assert "unknown language code" not in str(err.value)
+
+
 def test_a_text_in_the_source_language_is_a_warning_with_its_share(tmp_path) -> None:
     path = write(tmp_path / "de.txt", [ENGLISH] * 3 + [GERMAN])
     report = check_target_text(path, "de", source_lang="en")

@@ -72,14 +72,22 @@ def language_rules(lang: str) -> Tokenizer:
     lang (str): a spaCy language code, e.g. "fi".
     RETURNS (Tokenizer): the tokenizer whose rules (prefixes, suffixes, infixes,
         exceptions) the language's text is split by.
-    RAISES ValueError: an unknown code, or a language whose tokenizer is not rule-based.
+    RAISES ValueError: an unknown code, or a language whose tokenizer is not rule-based
+        (or needs a package that is not installed: ja, ko, th, vi).
     """
     try:
-        tokenizer = spacy.blank(lang).tokenizer
+        lang_class = spacy.util.get_lang_class(lang)
     except (ImportError, KeyError) as err:
         raise ValueError(
             f"unknown language code {lang!r}: spaCy has no language of that code "
             "(a two-letter ISO 639-1 code such as de, fi, es; xx for rules shared by every language)"
+        ) from err
+    try:
+        tokenizer = lang_class().tokenizer
+    except ImportError as err:  # spaCy knows the language; its tokenizer needs a segmenter package
+        needs = str(err).strip().split("\n")[0]
+        raise ValueError(
+            f"language {lang!r}: spaCy's tokenizer for it is not rule-based ({needs}); the xx pipeline can't take its rules"
         ) from err
     if not isinstance(tokenizer, Tokenizer):
         raise ValueError(
