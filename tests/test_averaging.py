@@ -226,3 +226,21 @@ def test_snapshots_from_picks_steps_in_order(tmp_path) -> None:
     (tmp_path / "file").write_text("x", encoding="utf8")
     with pytest.raises(ValueError, match="is a file"):
         snapshots_from(tmp_path / "file")
+
+
+def test_run_cli_raises_what_a_command_does_not_turn_into_an_exit_status(monkeypatch, tmp_path) -> None:
+    """The in-process runner of the CLI tests: a crash inside `average` (a traceback in a
+    real process) reaches the test as the exception, never as a refusal with status 1;
+    a refusal the command makes itself is its status and its stderr."""
+    import spacy_maral.training.averaging as averaging
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("crashed inside average")
+
+    monkeypatch.setattr(averaging, "average_pipelines", crash)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "config.cfg").write_text("", encoding="utf8")
+    with pytest.raises(RuntimeError, match="crashed inside average"):
+        run_cli("average", tmp_path / "a", "-o", tmp_path / "out")
+    refused = run_cli("average", tmp_path / "nothing", "-o", tmp_path / "out")
+    assert refused.returncode == 1 and "no config.cfg" in refused.stderr and refused.stdout == ""
