@@ -317,8 +317,14 @@ def test_missing_ray_is_a_clear_error(trained_dir, monkeypatch) -> None:
 
 
 # -------------------------------------------------------------- resume, bad lines
+def annotate_args(model: Path, corpus: Path, out: Path, *extra: str) -> List[str]:
+    """The arguments of `python -m spacy_maral annotate` (for run_cli, in this process)."""
+    return ["annotate", str(model), str(corpus), str(out), "--no-progress", *extra]
+
+
 def annotate_cmd(model: Path, corpus: Path, out: Path, *extra: str) -> List[str]:
-    return [sys.executable, "-m", "spacy_maral", "annotate", str(model), str(corpus), str(out), "--no-progress", *extra]
+    """The same command as a new process."""
+    return [sys.executable, "-m", "spacy_maral", *annotate_args(model, corpus, out, *extra)]
 
 
 def test_rerun_keeps_partitions_and_refuses_other_settings(ruler_dir, tmp_path) -> None:
@@ -423,7 +429,7 @@ def test_killed_ray_run_resumes(trained_dir, tmp_path) -> None:
     corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS * 5)  # 200 documents
     common = ["--partition-size", "10", "--batch-size", "4"]
     reference = tmp_path / "reference"
-    assert run_cli("annotate", trained_dir, corpus, reference, "--no-progress", *common).returncode == 0  # in this process
+    assert run_cli(*annotate_args(trained_dir, corpus, reference, *common)).returncode == 0  # in this process
     out = tmp_path / "out"
     ray_args = [*common, "--engine", "ray", "--num-actors", "2"]
     proc = subprocess.Popen(annotate_cmd(trained_dir, corpus, out, *ray_args), env=ENV, start_new_session=True,
