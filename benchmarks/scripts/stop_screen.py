@@ -1,0 +1,112 @@
+"""Candidate STOP's screen: the guard's tag-free figures along stage 2 against the real gain.
+
+    python benchmarks/scripts/stop_screen.py OUT.json SEED=RUN_DIR [SEED=RUN_DIR ...]
+
+RUN_DIR holds one retrained student's screen: guard/sSTEP.json (the `guard` command's
+verdict for the snapshot of step STEP, against the run's teacher; s800 is model-last) and
+fi-dev.json with its per-sentence counts (`evaluate` of the teacher, the fallback that
+shipped, the stored student and every snapshot, named teacher, fallback, stored, sSTEP).
+
+For each seed: every snapshot's guard figures, its dev F1 and its gain over the teacher
+(paired bootstrap over sentences, 2,000 resamples, as paired_bootstrap.py); the model
+STOP picks (the final student if trusted, else the latest trusted snapshot, else the
+fallback); the fallback's gain. Over all snapshots: the Spearman correlation of each
+guard figure with the gain. Then the rule of PROTOCOL.md's "Candidate STOP".
+"""
+import json
+import sys
+from pathlib import Path
+
+import numpy
+from scipy.stats import spearmanr
+
+SAMPLES = 2000
+
+
+def f1(counts: numpy.ndarray) -> numpy.ndarray:
+    """Micro F1 from summed (tp, predicted, gold) counts (..., 3)."""
+    tp, n_pred, n_gold = counts[..., 0], counts[..., 1], counts[..., 2]
+    return numpy.where(n_pred + n_gold > 0, 2 * tp / numpy.maximum(n_pred + n_gold, 1), 0.0)
+
+
+def gain(per_sentence: dict, a: str, b: str) -> dict:
+    """F1 of a minus b in points, with the 95% interval of a paired bootstrap (seed 0)."""
+    x, y = (numpy.asarray(per_sentence[n], dtype=numpy.int64).reshape(-1, 3) for n in (a, b))
+    idx = numpy.random.default_rng(0).integers(0, len(x), size=(SAMPLES, len(x)))
+    diff = f1(x[idx].sum(axis=1)) - f1(y[idx].sum(axis=1))
+    point = float(f1(x.sum(axis=0)) - f1(y.sum(axis=0)))
+    low, high = numpy.percentile(diff, [2.5, 97.5])
+    return {"difference": round(100 * point, 2), "difference_95ci": [round(100 * float(low), 2), round(100 * float(high), 2)]}
+
+
+def seed_screen(run_dir: Path) -> dict:
+    """The snapshots' figures and STOP's pick for one retrained student."""
+    evaluation = json.loads((run_dir / "fi-dev.json").read_text())["results"]
+    per_sentence = json.loads((run_dir / "fi-dev.per_sentence.json").read_text())["raw_text"]
+    steps = sorted(int(p.stem[1:]) for p in (run_dir / "guard").glob("s*.json"))
+    snapshots = []
+    for step in steps:
+        report = json.loads((run_dir / "guard" / f"s{step}.json").read_text())
+        snapshots.append({
+            "step": step,
+            "trusted": bool(report["trusted"]),
+            "agreement_f": round(report["agreement_f"], 2),
+            "label_shift": round(report["target_label_shift"], 3),
+            "dev_drop": round(report["teacher_dev_f"] - report["student_dev_f"], 2),
+            "dev_f1": round(100 * evaluation[f"s{step}"]["raw_text"]["ents_f"], 2),
+            "vs_teacher": gain(per_sentence, f"s{step}", "teacher"),
+        })
+    final = snapshots[-1]
+    trusted = [s for s in snapshots if s["trusted"]]
+    if final["trusted"]:
+        pick = {"model": f"s{final['step']}", "why": "the final student is trusted"}
+    elif trusted:
+        pick = {"model": f"s{trusted[-1]['step']}", "why": "the latest trusted snapshot"}
+    else:
+        pick = {"model": "fallback", "why": "no snapshot is trusted"}
+    pick["vs_teacher"] = gain(per_sentence, pick["model"], "teacher")
+    return {
+        "teacher_dev_f1": round(100 * evaluation["teacher"]["raw_text"]["ents_f"], 2),
+        "stored_student_dev_f1": round(100 * evaluation["stored"]["raw_text"]["ents_f"], 2),
+        "retrained_vs_stored": gain(per_sentence, f"s{final['step']}", "stored"),
+        "fallback": {"dev_f1": round(100 * evaluation["fallback"]["raw_text"]["ents_f"], 2),
+                     "vs_teacher": gain(per_sentence, "fallback", "teacher")},
+        "snapshots": snapshots,
+        "stop": pick,
+    }
+
+
+def main(argv) -> None:
+    out = Path(argv[0])
+    seeds = {seed: seed_screen(Path(path)) for seed, path in (a.split("=", 1) for a in argv[1:])}
+    every = [s for screen in seeds.values() for s in screen["snapshots"]]
+    gains = [s["vs_teacher"]["difference"] for s in every]
+    correlation = {}
+    for figure in ("agreement_f", "label_shift", "dev_drop"):
+        rho, p = spearmanr([s[figure] for s in every], gains)
+        correlation[figure] = {"spearman": round(float(rho), 3), "p": round(float(p), 4)}
+    stop = [screen["stop"]["vs_teacher"] for screen in seeds.values()]
+    fallback = [screen["fallback"]["vs_teacher"] for screen in seeds.values()]
+    stop_mean = float(numpy.mean([g["difference"] for g in stop]))
+    fallback_mean = float(numpy.mean([g["difference"] for g in fallback]))
+    adopted = (all(g["difference"] >= 0 and g["difference_95ci"][0] >= -0.5 for g in stop)
+               and stop_mean >= fallback_mean + 0.5)
+    result = {
+        "claim": "Candidate STOP on fi/dev: " + ("adopted" if adopted else "not adopted") + f" (STOP's mean gain over the "
+                 f"teacher {stop_mean:+.2f}, the shipped fallbacks' {fallback_mean:+.2f})",
+        "measured": "Each seed's Finnish student trained again with its final run's command and seed, a snapshot every "
+                    "100 steps; `guard` (agreement >= 60, label shift <= 0.2, en/dev drop <= 5; no fallback) on each "
+                    "snapshot against the run's teacher; `evaluate` on fi/dev (raw text, exact character offsets); paired "
+                    "bootstrap over sentences (2,000 resamples)",
+        "command": "python benchmarks/scripts/stop_screen.py " + " ".join(argv),
+        "protocol": "benchmarks/PROTOCOL.md, 'Candidate STOP' (fixed before its runs)",
+        "seeds": seeds,
+        "correlation_with_gain": correlation,
+        "rule": {"stop_mean": round(stop_mean, 2), "fallback_mean": round(fallback_mean, 2), "adopted": adopted},
+    }
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({k: result[k] for k in ("claim", "correlation_with_gain", "rule")}, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
