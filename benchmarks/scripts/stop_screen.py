@@ -13,6 +13,7 @@ STOP picks (the final student if trusted, else the latest trusted snapshot, else
 fallback); the fallback's gain. Over all snapshots: the Spearman correlation of each
 guard figure with the gain. Then the rule of PROTOCOL.md's "Candidate STOP".
 """
+import datetime
 import json
 import sys
 from pathlib import Path
@@ -76,6 +77,44 @@ def seed_screen(run_dir: Path) -> dict:
     }
 
 
+def machine() -> str:
+    """This machine, which ran the screen: CPU, bfloat16 or not, cores, memory, GPU."""
+    from spacy_maral.bench.measure import machine_description
+
+    m = machine_description()
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    bf16 = "avx512_bf16; bf16 encoder" if "avx512_bf16" in flags else "no avx512_bf16; fp32 encoder"
+    return (f"{m['cores']}-core CPU machine ({m['cpu']}, {bf16}), {m['memory_gb']} GB RAM, "
+            f"{'a GPU' if m['gpu'] else 'no GPU'}")
+
+
+def interval(g: dict) -> str:
+    """+1.23 [-0.45, +2.34]"""
+    low, high = g["difference_95ci"]
+    return f"{g['difference']:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+def label(model: str) -> str:
+    """s700 -> step 700 (a snapshot); any other model as it is named."""
+    return f"step {model[1:]}" if model[:1] == "s" and model[1:].isdigit() else model
+
+
+def tables(seeds: dict) -> dict:
+    """The snapshots of every seed, and STOP's pick against the fallback that shipped."""
+    rows = [[seed, s["step"], "trusted" if s["trusted"] else "distrusted", f"{s['agreement_f']:.2f}", f"{s['label_shift']:.3f}",
+             f"{s['dev_drop']:.2f}", f"{s['dev_f1']:.2f}", interval(s["vs_teacher"])]
+            for seed, screen in seeds.items() for s in screen["snapshots"]]
+    outcome = [[seed, f"{screen['teacher_dev_f1']:.2f}", interval(screen["fallback"]["vs_teacher"]),
+                f"{label(screen['stop']['model'])} ({screen['stop']['why']})", interval(screen["stop"]["vs_teacher"])]
+               for seed, screen in seeds.items()]
+    return {
+        "snapshots": {"columns": ["seed", "step", "guard", "agreement (F1)", "label shift", "en/dev drop", "fi/dev F1",
+                                  "vs teacher [95%]"], "rows": rows},
+        "outcome": {"columns": ["seed", "teacher fi/dev F1", "the fallback that shipped, vs teacher", "STOP's pick",
+                                "vs teacher"], "rows": outcome},
+    }
+
+
 def main(argv) -> None:
     out = Path(argv[0])
     seeds = {seed: seed_screen(Path(path)) for seed, path in (a.split("=", 1) for a in argv[1:])}
@@ -98,11 +137,15 @@ def main(argv) -> None:
                     "100 steps; `guard` (agreement >= 60, label shift <= 0.2, en/dev drop <= 5; no fallback) on each "
                     "snapshot against the run's teacher; `evaluate` on fi/dev (raw text, exact character offsets); paired "
                     "bootstrap over sentences (2,000 resamples)",
-        "command": "python benchmarks/scripts/stop_screen.py " + " ".join(argv),
+        "command": "python benchmarks/scripts/stop_screen.py " + " ".join(
+            [argv[0]] + [f"{seed}=<seed {seed}'s screen folder>" for seed in seeds]),
         "protocol": "benchmarks/PROTOCOL.md, 'Candidate STOP' (fixed before its runs)",
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(),
         "seeds": seeds,
         "correlation_with_gain": correlation,
         "rule": {"stop_mean": round(stop_mean, 2), "fallback_mean": round(fallback_mean, 2), "adopted": adopted},
+        "tables": tables(seeds),
     }
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: result[k] for k in ("claim", "correlation_with_gain", "rule")}, indent=1))
