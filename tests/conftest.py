@@ -60,3 +60,15 @@ def trained_dir(trained, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("trained") / "pipeline"
     trained.nlp.to_disk(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def undertrained_dir(tiny_encoder, tmp_path_factory) -> Path:
+    """A pipeline of the trained one's architecture, initialized on the same data and never
+    updated: the guard distrusts it, and it scores below the trained one on any dev set."""
+    nlp = build_nlp(tiny_encoder)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    path = tmp_path_factory.mktemp("undertrained") / "student"
+    nlp.to_disk(path)
+    return path

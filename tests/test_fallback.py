@@ -9,7 +9,7 @@ import torch
 from spacy.tokens import DocBin
 from thinc.api import Config
 
-from helpers import build_nlp, make_examples, run_cli
+from helpers import run_cli
 from spacy_maral.adaptation.soft_labels import attach_soft_labels
 from spacy_maral.corpora.docbin import bare_copy
 from spacy_maral.evaluation.guard import FallbackCheck, GuardReport, GuardThresholds, choose
@@ -22,17 +22,6 @@ from spacy_maral.training.fallback import build_fallback, check_fallback_weight
 @pytest.fixture(scope="module")
 def texts(trained):
     return [eg.reference.text for eg in trained.examples]
-
-
-@pytest.fixture(scope="module")
-def undertrained_dir(tiny_encoder, tmp_path_factory):
-    """A student initialized on the same data and never updated: the guard distrusts it."""
-    nlp = build_nlp(tiny_encoder)
-    examples = make_examples(nlp)
-    nlp.initialize(lambda: examples)
-    path = tmp_path_factory.mktemp("undertrained") / "student"
-    nlp.to_disk(path)
-    return path
 
 
 def pseudo_labelled(nlp, texts, tau):

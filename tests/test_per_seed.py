@@ -142,7 +142,8 @@ def test_students_summary_and_refusals(setup, tmp_path) -> None:
     assert written["students"] == {} and summary_models(tmp_path / "s" / "students.json") == []
     (tmp_path / "s" / "students.json").write_text(json.dumps({"students": {"100": {"model": "x/student-s100/model-last"}}}))
     assert summary_models(tmp_path / "s" / "students.json") == ["x/student-s100/model-last"]
-    for name, file in (("--paths.checkpoint", "checkpoint"), ("--paths.log", "log.jsonl"), ("--paths.diagnostics", "diagnostics.jsonl")):
+    for name, file in (("--paths.checkpoint", "checkpoint"), ("--paths.log", "log.jsonl"), ("--paths.diagnostics", "diagnostics.jsonl"),
+                       ("--paths.snapshots", "snapshots")):
         with pytest.raises(ValueError, match=f"{name} is set for each student by train-students \\(OUTPUT_DIR/student-sSEED/{file}\\)"):
             train_per_seed(config, tmp_path / "n", [100], [name, "x"], role="student")
         with pytest.raises(ValueError, match=f"{name} would be one file for every teacher"):

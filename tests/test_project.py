@@ -146,21 +146,31 @@ def convert_test(project: Path) -> Path:
 def check_soup(project: Path) -> None:
     """The adapt step trained the second student (seed 100) and the student (stage-2 seed
     0, listed last, whose settings the soup keeps) side by side, the cores shared, each
-    with its own seed and files; training/student-de/model (the soup step) is the
-    elementwise mean of their weights, which differ."""
+    with its own seed, files and snapshots; the select step scored each one's snapshot and
+    model-last on the source dev set and picked the higher (the later on a tie);
+    training/student-de/model (the soup step) is the elementwise mean of the picks'
+    weights, which differ."""
     from spacy_maral.training.averaging import pipeline_weights
 
     summary = json.loads((project / "training/adapt-de/students.json").read_text())
     listed = summary["students"]
     assert list(listed) == ["100", "0"]
     assert summary["threads"] == max(1, (os.cpu_count() or 1) // 2)
+    selected = json.loads((project / "training/adapt-de/selected.json").read_text())["students"]
+    assert list(selected) == ["100", "0"]
+    picks = []
     for seed in ("100", "0"):
         assert listed[seed]["model"].endswith(f"student-s{seed}/model-last")
         command = " ".join(json.loads((project / f"training/adapt-de/student-s{seed}/timing.json").read_text())["command"])
         assert f"--system.seed {seed}" in command
         assert f"--paths.diagnostics training/adapt-de/student-s{seed}/diagnostics.jsonl" in command
-    paths = ("training/adapt-de/student-s0/model-last", "training/adapt-de/student-s100/model-last")
-    students = [pipeline_weights(spacy.load(project / p)) for p in paths]
+        candidates = selected[seed]["selection"]["candidates"]
+        # snapshot_every 4: after 4 and 8 updates; model-last is after the 9th (spaCy updates at steps 0 to max_steps)
+        assert [c["name"] for c in candidates] == ["step-000004", "step-000008", "model-last"]
+        best = max(range(3), key=lambda i: (candidates[i]["source_dev_f"], i))
+        assert selected[seed]["model"] == candidates[best]["path"]
+        picks.append(selected[seed]["model"])
+    students = [pipeline_weights(spacy.load(project / p)) for p in picks]
     soup = pipeline_weights(spacy.load(project / "training/student-de/model"))
     assert set(soup) == set(students[0]) == set(students[1])
     differ = 0
@@ -192,7 +202,7 @@ def project_run_all(tiny_encoder, tmp_path_factory):
         "vars.encoder": str(tiny_encoder), "vars.encoder_source": "existing",
         "vars.stage1_steps": 12, "vars.stage2_steps": 8, "vars.eval_every": 4, "vars.dev_limit": 10,
         "vars.target_docs": 32, "vars.stage2_epochs": 2, "vars.install_python": str(venv_python),
-        "vars.soup_seeds": "100", "vars.data_dir": str(root / "data"),
+        "vars.soup_seeds": "100", "vars.snapshot_every": 4, "vars.data_dir": str(root / "data"),
         "vars.target_test": str(root / "tests" / "{lang}.conll"),
     }
     project_run(root / "project", "all", overrides=overrides)
@@ -223,7 +233,6 @@ def test_project_workflow_all_produces_every_output(project_run_all) -> None:
     check_evaluate_metrics(project)
     check_soup(project)
     # the calibrated temperatures are stored in the pipelines
-    # (the students are taken at model-last: benchmarks/PROTOCOL.md, rule 2)
     for run, model in (("teacher", "model-best"), ("student-de", "model")):
         calibration = json.loads((project / f"training/{run}/calibration.json").read_text())
         stored = json.loads((project / f"training/{run}/{model}/maral_ner/cfg").read_text())

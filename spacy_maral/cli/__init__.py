@@ -14,6 +14,7 @@ from spacy_maral.cli import (  # noqa: F401  (each module adds its commands to a
     per_seed,
     predict,
     pseudo_label,
+    select_checkpoint,
 )
 from spacy_maral.cli._app import app
 

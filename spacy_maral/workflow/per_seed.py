@@ -3,8 +3,8 @@ pseudo-label ensemble (`pseudo-label --ensemble`, spacy_maral.inference.ensemble
 stage-2 students of a model soup (`average`, spacy_maral.training.averaging).
 
 Each run is one `spacy train CONFIG --output OUTPUT/ROLE-sSEED --system.seed SEED`
-process (a student also writes its stage-2 log, diagnostics and checkpoint there), run
-under `spacy_maral.bench measure` (its wall time and peak memory in its timing.json), its
+process (a student also writes its stage-2 log, diagnostics, checkpoint and snapshots
+there), run under `spacy_maral.bench measure` (its wall time and peak memory in its timing.json), its
 console output in its train.log, side by side with spacy_maral.workflow.parallel.run_parallel.
 At most `jobs` run at once, and the machine's cores are shared between them
 (OMP_NUM_THREADS): on a small machine several single-threaded trainings finish sooner
@@ -25,12 +25,13 @@ from spacy_maral.workflow.parallel import run_parallel
 # dev set (model-best); a student is taken at its last step (benchmarks/PROTOCOL.md, rule 2)
 ROLES: Dict[str, str] = {"teacher": "model-best", "student": "model-last"}
 RESERVED = ("--output", "-o", "--system.seed")  # set by train_per_seed for every run
-# the files a run writes besides its models, by role: a student's stage-2 log, diagnostics
-# and checkpoint are set by train_per_seed to files in its own run folder; a teacher
+# the files a run writes besides its models, by role: a student's stage-2 log, diagnostics,
+# checkpoint and snapshots are set by train_per_seed to files in its own run folder; a teacher
 # (configs/source.cfg) writes none of them, so they are refused for teachers
 RUN_FILES: Dict[str, Dict[str, str]] = {
     "teacher": {},
-    "student": {"--paths.log": "log.jsonl", "--paths.diagnostics": "diagnostics.jsonl", "--paths.checkpoint": "checkpoint"},
+    "student": {"--paths.log": "log.jsonl", "--paths.diagnostics": "diagnostics.jsonl", "--paths.checkpoint": "checkpoint",
+                "--paths.snapshots": "snapshots"},
 }
 SHARED_FILES = tuple(RUN_FILES["student"])  # set for no teacher: one file for every teacher, refused
 
@@ -85,7 +86,7 @@ def train_per_seed(
     overrides (Sequence[str]): more `spacy train` arguments, the same for every run
         (e.g. "--paths.train", "corpus/en-train.spacy"); not --output or --system.seed.
         Not a file each run writes (--paths.log, --paths.diagnostics,
-        --paths.checkpoint): each student gets its own in its run folder (RUN_FILES),
+        --paths.checkpoint, --paths.snapshots): each student gets its own in its run folder (RUN_FILES),
         and a teacher writes none.
     role (str): "teacher" (the model used is model-best) or "student" (model-last).
     jobs (int): trainings at once (0 = all of them).

@@ -1,0 +1,64 @@
+"""`python -m spacy_maral select-checkpoint`: each student's checkpoint by its source dev F1."""
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from spacy_maral.cli._app import Precision, app, precision_option
+
+
+@app.command("select-checkpoint")
+def select_checkpoint_command(
+    students: Path = typer.Argument(..., help="The students.json of `train-students`, whose runs wrote snapshots (their epoch hook's snapshot_every)."),
+    dev_path: Path = typer.Argument(..., help="Gold source dev corpus (.spacy or CoNLL), e.g. corpus/en-dev.spacy."),
+    output: Path = typer.Option(..., "--output", "-o", help="The summary of the picks, in the shape of students.json (for `average --runs`)."),
+    source_lang: Optional[str] = typer.Option(None, "--source-lang", help="Tokenizer rules for the source dev text (default: each pipeline's own)."),
+    dev_limit: int = typer.Option(1000, "--dev-limit", help="Source dev sentences used (0 = all)."),
+    batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
+    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
+    precision: Precision = precision_option(),
+) -> None:
+    """Choose each student's checkpoint without target tags: of its snapshots and its
+    model-last, the one with the highest source dev F1 on raw text (on a tie, the later).
+    A run without snapshots keeps its model-last. Writes OUTPUT in the shape of
+    students.json, each student's model its pick, with every candidate's F1.
+    """
+    from thinc.api import require_gpu
+
+    from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
+    from spacy_maral.evaluation.raw_text import evaluate_raw_text
+    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.tokenizer import tokenizer_rules
+    from spacy_maral.training.selection import select_runs
+    from spacy_maral.util import Printer
+
+    msg = Printer()
+    try:
+        check_target_path(dev_path)
+    except ValueError as err:
+        msg.fail(f"select-checkpoint: DEV: {err}", exits=1)
+    if gpu_id >= 0:
+        require_gpu(gpu_id)
+    dev = []
+
+    def source_dev_f(path: Path) -> float:
+        nlp = load_pipeline(path, precision=precision)
+        if not dev:
+            docs = list(iter_target_docs(dev_path, nlp, gold_tokens=True))
+            dev.extend(docs[:dev_limit] if dev_limit > 0 else docs)
+            if not dev:
+                raise ValueError(f"no sentences in {dev_path}")
+        with tokenizer_rules(nlp, source_lang):
+            return 100.0 * float(evaluate_raw_text(nlp, dev, batch_size=batch_size, count_unreachable=False)["ents_f"])
+
+    def progress(i: int, n: int, path: Path) -> None:
+        msg.text(f"  [{i + 1}/{n}] {path}")
+
+    try:
+        picked = select_runs(students, output, source_dev_f, progress=progress)
+    except (OSError, ValueError) as err:
+        msg.fail(f"select-checkpoint failed: {err}", exits=1)
+    for seed, entry in picked.items():
+        scores = ", ".join(f"{c['name']} {c['source_dev_f']:.2f}" for c in entry["selection"]["candidates"])
+        msg.good(f"seed {seed}: {entry['model']} (source dev F1: {scores})")
+    msg.good(f"picks: {output}")

@@ -1,0 +1,115 @@
+"""A student's checkpoint, chosen without target tags: its snapshot closest to the teacher
+on the source dev set.
+
+A student warm-started from its teacher drifts from it during stage 2, and how far shows
+on the language both were trained on: over the snapshots of two Finnish students, the
+drop of English dev F1 from the teacher followed the real gain on Finnish (Spearman
+-0.59), where the guard's agreement and label shift did not. The student that ships is
+therefore the snapshot (every `snapshot_every` steps, and `model-last`) with the highest
+source dev F1 on raw text; on a tie, the later one. Step 0, the teacher itself, is never
+a candidate: with a warm start, source dev selection would pick it every time.
+BENCHMARKS.md ("The student's checkpoint") has what this measured.
+
+`checkpoint_candidates` lists a run's snapshots and model-last, `select_checkpoint` scores
+them and picks, `select_runs` does it for every run of a `train-students` summary and
+writes the summary of the picks (the shape `average --runs` reads).
+"""
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from spacy_maral.fileio import atomic_write_text
+
+SNAPSHOTS = "snapshots"  # a student's snapshot folder in its run folder (workflow.per_seed.RUN_FILES)
+LAST = "model-last"
+
+
+@dataclass
+class ScoredCheckpoint:
+    """One candidate and its source dev F1.
+
+    name (str): its folder's name (step-NNNNNN for a snapshot, model-last).
+    path (str): the pipeline's folder.
+    source_dev_f (float): its entity F1 (points) on the source dev set, raw text.
+    """
+
+    name: str
+    path: str
+    source_dev_f: float
+
+
+def checkpoint_candidates(run_folder: Path) -> List[Path]:
+    """A student run's candidates in training order: its snapshots
+    (RUN/snapshots/step-NNNNNN, by step), then model-last.
+
+    run_folder (Path): a `train-students` run folder (OUTPUT_DIR/student-sSEED).
+    RAISES (ValueError): the run has no model-last.
+    """
+    from spacy_maral.training.averaging import snapshots_from
+
+    run_folder = Path(run_folder)
+    last = run_folder / LAST
+    if not last.is_dir():
+        raise ValueError(f"{run_folder} has no {LAST}: the run did not finish")
+    return [*snapshots_from(run_folder / SNAPSHOTS), last]
+
+
+def select_checkpoint(
+    candidates: Sequence[Path],
+    source_dev_f: Callable[[Path], float],
+    progress: Optional[Callable[[int, int, Path], None]] = None,
+) -> Tuple[ScoredCheckpoint, List[ScoredCheckpoint]]:
+    """Score every candidate and pick the one with the highest source dev F1 (on a tie,
+    the later one).
+
+    candidates (Sequence[Path]): pipeline folders in training order.
+    source_dev_f (Callable[[Path], float]): a pipeline folder's source dev F1 (points).
+    progress (Optional[Callable[[int, int, Path], None]]): called as (i, n, path) before each.
+    RETURNS (Tuple[ScoredCheckpoint, List[ScoredCheckpoint]]): the pick, and every
+        candidate scored, in training order.
+    RAISES (ValueError): no candidates.
+    """
+    if not candidates:
+        raise ValueError("no checkpoints to choose from")
+    scored = []
+    for i, path in enumerate(candidates):
+        if progress is not None:
+            progress(i, len(candidates), Path(path))
+        scored.append(ScoredCheckpoint(Path(path).name, str(path), float(source_dev_f(Path(path)))))
+    best = max(range(len(scored)), key=lambda i: (scored[i].source_dev_f, i))
+    return scored[best], scored
+
+
+def select_runs(
+    summary_path: Path,
+    output: Path,
+    source_dev_f: Callable[[Path], float],
+    progress: Optional[Callable[[int, int, Path], None]] = None,
+) -> Dict[str, Dict[str, object]]:
+    """Pick the checkpoint of every student a `train-students` summary lists, and write
+    the summary of the picks: the same shape (`average --runs OUTPUT` reads it), each
+    student's "model" its pick, with "selection" (every candidate's source dev F1).
+
+    summary_path (Path): OUTPUT_DIR/students.json of train-students.
+    output (Path): the JSON file written (atomically).
+    source_dev_f (Callable[[Path], float]): a pipeline folder's source dev F1 (points).
+    progress (Optional[Callable[[int, int, Path], None]]): as for select_checkpoint.
+    RETURNS (Dict[str, Dict[str, object]]): the students of the written summary, by seed.
+    RAISES (ValueError): the summary is not one of train-students, or a run is unfinished.
+    """
+    summary_path = Path(summary_path)
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf8"))
+        students = summary["students"]
+        models = {seed: Path(entry["model"]) for seed, entry in students.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{summary_path} is not the summary of train-students ({err})") from err
+    picked = {}
+    for seed, model in models.items():
+        best, scored = select_checkpoint(checkpoint_candidates(model.parent), source_dev_f, progress)
+        picked[seed] = {**students[seed], "model": best.path,
+                        "selection": {"rule": "highest source dev F1 (raw text); on a tie, the later step",
+                                      "candidates": [asdict(c) for c in scored]}}
+    atomic_write_text(Path(output), json.dumps({**summary, "students": picked}, indent=2))
+    return picked

@@ -1,0 +1,83 @@
+"""A student's checkpoint chosen without target tags: the snapshot with the highest source
+dev F1 (raw text), model-last included, the later one on a tie."""
+import json
+import shutil
+
+import pytest
+from spacy.tokens import DocBin
+
+from helpers import run_cli
+from spacy_maral.training.selection import checkpoint_candidates, select_checkpoint, select_runs
+from spacy_maral.workflow.per_seed import summary_models
+
+
+def _run_folder(root, snapshot_steps, last=True):
+    for step in snapshot_steps:
+        (root / "snapshots" / f"step-{step:06d}").mkdir(parents=True)
+    if last:
+        (root / "model-last").mkdir(parents=True)
+    return root
+
+
+def test_candidates_are_the_snapshots_in_step_order_then_model_last(tmp_path) -> None:
+    run = _run_folder(tmp_path / "student-s0", [200, 100, 1000])
+    (run / "snapshots" / "notes.txt").write_text("not a snapshot")
+    names = [p.name for p in checkpoint_candidates(run)]
+    assert names == ["step-000100", "step-000200", "step-001000", "model-last"]
+    assert [p.name for p in checkpoint_candidates(_run_folder(tmp_path / "plain", []))] == ["model-last"]
+
+
+def test_a_run_without_model_last_is_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="has no model-last"):
+        checkpoint_candidates(_run_folder(tmp_path / "student-s0", [100], last=False))
+
+
+def test_the_highest_source_dev_f1_wins_and_a_tie_goes_to_the_later(tmp_path) -> None:
+    paths = [tmp_path / n for n in ("step-000100", "step-000200", "step-000300", "model-last")]
+    scores = dict(zip(paths, [80.0, 91.5, 91.5, 90.0]))
+    best, scored = select_checkpoint(paths, scores.__getitem__)
+    assert best.name == "step-000300" and best.source_dev_f == 91.5
+    assert [c.name for c in scored] == [p.name for p in paths]
+    best, _ = select_checkpoint(paths, dict(zip(paths, [95.0, 91.5, 91.5, 90.0])).__getitem__)
+    assert best.name == "step-000100"
+    best, _ = select_checkpoint(paths, dict(zip(paths, [90.0, 90.0, 90.0, 90.0])).__getitem__)
+    assert best.name == "model-last"
+    with pytest.raises(ValueError, match="no checkpoints"):
+        select_checkpoint([], scores.__getitem__)
+
+
+def test_the_picks_are_a_summary_average_reads(tmp_path) -> None:
+    runs = {seed: _run_folder(tmp_path / f"student-s{seed}", [100, 200]) for seed in (0, 1)}
+    summary = tmp_path / "students.json"
+    summary.write_text(json.dumps({"config": "adapt.cfg", "students": {
+        str(seed): {"model": str(run / "model-last"), "wall_s": 1.0} for seed, run in runs.items()}}))
+    # seed 0 is best at step 100, seed 1 at its end
+    scores = {runs[0] / "snapshots" / "step-000100": 92.0, runs[0] / "snapshots" / "step-000200": 91.0,
+              runs[0] / "model-last": 90.0, runs[1] / "snapshots" / "step-000100": 80.0,
+              runs[1] / "snapshots" / "step-000200": 85.0, runs[1] / "model-last": 88.0}
+    out = tmp_path / "selected.json"
+    picked = select_runs(summary, out, scores.__getitem__)
+    assert summary_models(out) == [str(runs[0] / "snapshots" / "step-000100"), str(runs[1] / "model-last")]
+    written = json.loads(out.read_text())
+    assert written["config"] == "adapt.cfg" and written["students"]["0"]["wall_s"] == 1.0
+    assert [c["source_dev_f"] for c in picked["1"]["selection"]["candidates"]] == [80.0, 85.0, 88.0]
+
+
+@pytest.mark.slow
+def test_select_checkpoint_scores_the_pipelines_on_the_source_dev_set(trained, trained_dir, undertrained_dir, tmp_path) -> None:
+    """The trained pipeline beats an untrained one of the same architecture on its own
+    training sentences, wherever it stands in the run."""
+    untrained = undertrained_dir
+    dev = tmp_path / "dev.spacy"
+    DocBin(docs=[eg.reference for eg in trained.examples]).to_disk(dev)
+    for name, snapshot, last, expected in (("early", trained_dir, untrained, "snapshots/step-000100"),
+                                           ("late", untrained, trained_dir, "model-last")):
+        run = tmp_path / name / "student-s0"
+        shutil.copytree(snapshot, run / "snapshots" / "step-000100")
+        shutil.copytree(last, run / "model-last")
+        summary = tmp_path / name / "students.json"
+        summary.write_text(json.dumps({"students": {"0": {"model": str(run / "model-last")}}}))
+        out = tmp_path / name / "selected.json"
+        result = run_cli("select-checkpoint", summary, dev, "--output", out, "--dev-limit", "0")
+        assert result.returncode == 0, result.stderr
+        assert summary_models(out) == [str(run / expected)]
