@@ -72,8 +72,8 @@ RECIPES: Dict[str, Recipe] = {
     "guard --fallback-dir": Recipe(["guard", "{model}", "{model}", "{dev}", "{text}", "-o", "{out}.json", "--min-agreement", "101",
                                     "--fallback-weight", "0.5", "--fallback-dir", "{out}", "--pseudo-labels", "{pseudo}"]),
 }
-# files only, or nothing (languages: its summary file; the commands it runs keep their own rule)
-WRITES_NO_FOLDER = {"evaluate", "measure", "predict", "install-package", "check-text", "languages"}
+# files only, or nothing (languages: its summary file; the commands it runs keep their own rule; select-checkpoint: its summary file)
+WRITES_NO_FOLDER = {"evaluate", "measure", "predict", "install-package", "check-text", "languages", "select-checkpoint"}
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Candidate MINDROP's screen: each student's checkpoint chosen by its English dev F1.
 
-    python benchmarks/scripts/mindrop_screen.py OUT.json NAME=RUN_DIR:DEV_JSON [NAME=RUN_DIR:DEV_JSON ...]
+    python benchmarks/scripts/mindrop_screen.py OUT.json NAME=RUN_DIR:DEV_JSON [...] --commit COMMIT
 
 RUN_DIR holds one retrained student's screen (as stop_screen.py's): guard/sSTEP.json for
 the snapshot of step STEP (s800 is model-last), whose source dev F1 (raw text, 1,000
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import numpy
-from stop_screen import gain, interval, label, machine
+from stop_screen import gain, interval, label, machine, take_commit
 
 
 def case_screen(run_dir: Path, dev_json: Path) -> dict:
@@ -64,6 +64,7 @@ def tables(cases: dict) -> dict:
 
 
 def main(argv) -> None:
+    commit, argv = take_commit(argv)
     out = Path(argv[0])
     cases = {}
     for arg in argv[1:]:
@@ -81,8 +82,9 @@ def main(argv) -> None:
                     "the English dev F1 (raw text, 1,000 sentences); `evaluate` on the target dev set (raw text, exact "
                     "character offsets); paired bootstrap over sentences (2,000 resamples)",
         "command": "python benchmarks/scripts/mindrop_screen.py " + " ".join(
-            [argv[0]] + [f"{name}=<its screen folder>:<its dev evaluation>" for name in cases]),
+            [argv[0]] + [f"{name}=<its screen folder>:<its dev evaluation>" for name in cases] + ["--commit", commit]),
         "protocol": "benchmarks/PROTOCOL.md, 'Candidate MINDROP' (fixed before its runs)",
+        "commit": commit,
         "date": datetime.date.today().isoformat(),
         "machine": machine(),
         "cases": cases,

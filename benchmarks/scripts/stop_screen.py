@@ -1,6 +1,6 @@
 """Candidate STOP's screen: the guard's tag-free figures along stage 2 against the real gain.
 
-    python benchmarks/scripts/stop_screen.py OUT.json SEED=RUN_DIR [SEED=RUN_DIR ...]
+    python benchmarks/scripts/stop_screen.py OUT.json SEED=RUN_DIR [SEED=RUN_DIR ...] --commit COMMIT
 
 RUN_DIR holds one retrained student's screen: guard/sSTEP.json (the `guard` command's
 verdict for the snapshot of step STEP, against the run's teacher; s800 is model-last) and
@@ -77,6 +77,14 @@ def seed_screen(run_dir: Path) -> dict:
     }
 
 
+def take_commit(argv: list) -> tuple:
+    """(--commit's value, the code the screen's runs used; argv without it)."""
+    if "--commit" not in argv:
+        raise SystemExit("--commit COMMIT: the commit whose code ran the screen")
+    i = argv.index("--commit")
+    return argv[i + 1], argv[:i] + argv[i + 2:]
+
+
 def machine() -> str:
     """This machine, which ran the screen: CPU, bfloat16 or not, cores, memory, GPU."""
     from spacy_maral.bench.measure import machine_description
@@ -116,6 +124,7 @@ def tables(seeds: dict) -> dict:
 
 
 def main(argv) -> None:
+    commit, argv = take_commit(argv)
     out = Path(argv[0])
     seeds = {seed: seed_screen(Path(path)) for seed, path in (a.split("=", 1) for a in argv[1:])}
     every = [s for screen in seeds.values() for s in screen["snapshots"]]
@@ -138,8 +147,9 @@ def main(argv) -> None:
                     "snapshot against the run's teacher; `evaluate` on fi/dev (raw text, exact character offsets); paired "
                     "bootstrap over sentences (2,000 resamples)",
         "command": "python benchmarks/scripts/stop_screen.py " + " ".join(
-            [argv[0]] + [f"{seed}=<seed {seed}'s screen folder>" for seed in seeds]),
+            [argv[0]] + [f"{seed}=<seed {seed}'s screen folder>" for seed in seeds] + ["--commit", commit]),
         "protocol": "benchmarks/PROTOCOL.md, 'Candidate STOP' (fixed before its runs)",
+        "commit": commit,
         "date": datetime.date.today().isoformat(),
         "machine": machine(),
         "seeds": seeds,
