@@ -10,13 +10,12 @@ counts. Writes each case's snapshots, MINDROP's pick (highest English dev F1; on
 the later step), the pick's gain over the stored student and over the teacher (paired
 bootstrap, 2,000 resamples), and the rule of PROTOCOL.md's "Candidate MINDROP".
 """
-import datetime
 import json
 import sys
 from pathlib import Path
 
 import numpy
-from stop_screen import gain, interval, label, machine, take_commit
+from stop_screen import gain, interval, label, provenance, take_commit
 
 
 def case_screen(run_dir: Path, dev_json: Path) -> dict:
@@ -81,12 +80,8 @@ def main(argv) -> None:
                     "every 100 steps; `guard` (the workflow's thresholds) on each snapshot against the run's teacher gives "
                     "the English dev F1 (raw text, 1,000 sentences); `evaluate` on the target dev set (raw text, exact "
                     "character offsets); paired bootstrap over sentences (2,000 resamples)",
-        "command": "python benchmarks/scripts/mindrop_screen.py " + " ".join(
-            [argv[0]] + [f"{name}=<its screen folder>:<its dev evaluation>" for name in cases] + ["--commit", commit]),
-        "protocol": "benchmarks/PROTOCOL.md, 'Candidate MINDROP' (fixed before its runs)",
-        "commit": commit,
-        "date": datetime.date.today().isoformat(),
-        "machine": machine(),
+        **provenance("mindrop_screen.py", [argv[0]] + [f"{name}=<its screen folder>:<its dev evaluation>" for name in cases],
+                     "MINDROP", commit),
         "cases": cases,
         "rule": {"pick_minus_shipped": dict(zip(cases, vs_shipped)), "mean": round(mean, 2), "adopted": adopted},
         "tables": tables(cases),

@@ -96,6 +96,14 @@ def machine() -> str:
             f"{'a GPU' if m['gpu'] else 'no GPU'}")
 
 
+def provenance(script: str, arguments: list, candidate: str, commit: str) -> dict:
+    """What a screen's results file says of its making: the command (the screen folders
+    named, not their paths here), the protocol entry, the code's commit, date and machine."""
+    return {"command": f"python benchmarks/scripts/{script} " + " ".join([*arguments, "--commit", commit]),
+            "protocol": f"benchmarks/PROTOCOL.md, 'Candidate {candidate}' (fixed before its runs)",
+            "commit": commit, "date": datetime.date.today().isoformat(), "machine": machine()}
+
+
 def interval(g: dict) -> str:
     """+1.23 [-0.45, +2.34]"""
     low, high = g["difference_95ci"]
@@ -146,12 +154,7 @@ def main(argv) -> None:
                     "100 steps; `guard` (agreement >= 60, label shift <= 0.2, en/dev drop <= 5; no fallback) on each "
                     "snapshot against the run's teacher; `evaluate` on fi/dev (raw text, exact character offsets); paired "
                     "bootstrap over sentences (2,000 resamples)",
-        "command": "python benchmarks/scripts/stop_screen.py " + " ".join(
-            [argv[0]] + [f"{seed}=<seed {seed}'s screen folder>" for seed in seeds] + ["--commit", commit]),
-        "protocol": "benchmarks/PROTOCOL.md, 'Candidate STOP' (fixed before its runs)",
-        "commit": commit,
-        "date": datetime.date.today().isoformat(),
-        "machine": machine(),
+        **provenance("stop_screen.py", [argv[0]] + [f"{seed}=<seed {seed}'s screen folder>" for seed in seeds], "STOP", commit),
         "seeds": seeds,
         "correlation_with_gain": correlation,
         "rule": {"stop_mean": round(stop_mean, 2), "fallback_mean": round(fallback_mean, 2), "adopted": adopted},

@@ -26,9 +26,8 @@ def select_checkpoint_command(
     from thinc.api import require_gpu
 
     from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
-    from spacy_maral.evaluation.raw_text import evaluate_raw_text
+    from spacy_maral.evaluation.guard import source_dev_f
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
-    from spacy_maral.pipeline.tokenizer import tokenizer_rules
     from spacy_maral.training.selection import select_runs
     from spacy_maral.util import Printer
 
@@ -41,21 +40,20 @@ def select_checkpoint_command(
         require_gpu(gpu_id)
     dev = []
 
-    def source_dev_f(path: Path) -> float:
+    def score(path: Path) -> float:
         nlp = load_pipeline(path, precision=precision)
         if not dev:
             docs = list(iter_target_docs(dev_path, nlp, gold_tokens=True))
             dev.extend(docs[:dev_limit] if dev_limit > 0 else docs)
             if not dev:
                 raise ValueError(f"no sentences in {dev_path}")
-        with tokenizer_rules(nlp, source_lang):
-            return 100.0 * float(evaluate_raw_text(nlp, dev, batch_size=batch_size, count_unreachable=False)["ents_f"])
+        return source_dev_f(nlp, dev, source_lang, batch_size)
 
     def progress(i: int, n: int, path: Path) -> None:
         msg.text(f"  [{i + 1}/{n}] {path}")
 
     try:
-        picked = select_runs(students, output, source_dev_f, progress=progress)
+        picked = select_runs(students, output, score, progress=progress)
     except (OSError, ValueError) as err:
         msg.fail(f"select-checkpoint failed: {err}", exits=1)
     for seed, entry in picked.items():

@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from spacy_maral.fileio import atomic_write_text
 
-SNAPSHOTS = "snapshots"  # a student's snapshot folder in its run folder (workflow.per_seed.RUN_FILES)
+SNAPSHOTS = "snapshots"  # a student's snapshot folder in its run folder (train-students sets it: workflow.per_seed.RUN_FILES)
 LAST = "model-last"
 
 

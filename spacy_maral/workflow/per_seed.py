@@ -19,6 +19,7 @@ from typing import Callable, Dict, List, Sequence
 
 from spacy_maral.fileio import atomic_write_text
 from spacy_maral.threads import cpu_share
+from spacy_maral.training.selection import SNAPSHOTS
 from spacy_maral.workflow.parallel import run_parallel
 
 # the roles, and the model of each run that is used: a teacher is selected on the source
@@ -31,7 +32,7 @@ RESERVED = ("--output", "-o", "--system.seed")  # set by train_per_seed for ever
 RUN_FILES: Dict[str, Dict[str, str]] = {
     "teacher": {},
     "student": {"--paths.log": "log.jsonl", "--paths.diagnostics": "diagnostics.jsonl", "--paths.checkpoint": "checkpoint",
-                "--paths.snapshots": "snapshots"},
+                "--paths.snapshots": SNAPSHOTS},
 }
 SHARED_FILES = tuple(RUN_FILES["student"])  # set for no teacher: one file for every teacher, refused
 
