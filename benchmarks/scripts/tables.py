@@ -22,10 +22,10 @@ import re
 import sys
 from pathlib import Path
 from statistics import mean, stdev
-from typing import Optional
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
+from results_io import RESULTS, ROOT, interval, load_result, signed
+from seed_tables import acceptance_table, language_table, summary_table
+
 MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- table:(?P<name>[\w./-]+) -->[ \t]*$")
 
 
@@ -36,10 +36,6 @@ def render(columns: list, rows: list, indent: str = "") -> list:
 
     lines = [line(columns), "|" + "|".join("---" for _ in columns) + "|"] + [line(row) for row in rows]
     return [indent + line if line.strip() else line for line in lines]
-
-
-def signed(x: float) -> str:
-    return f"{x:+.2f}"
 
 
 # ------------------------------------------------------------------ computed tables
@@ -118,12 +114,6 @@ def seed_bootstraps(result: dict, seed: int) -> tuple:
 # the final runs with a development language (three-seed-development-language.json)
 
 
-def _interval(x: dict, key: str = "ci95") -> str:
-    """"+1.41 [-0.47, +3.36]": a difference and its 95% interval (under `key`; the final
-    runs' own results files name it difference_95ci)."""
-    return f"{signed(x['difference'])} [{signed(x[key][0])}, {signed(x[key][1])}]"
-
-
 def _seeds_of(result: dict, system: str, lang: str) -> list:
     return [r["seed"] for r in _over_seeds(result, system, lang)]
 
@@ -168,10 +158,10 @@ def final_seeds(result: dict) -> tuple:
                 if r is None:
                     continue
                 g = r["guard"]
-                vs_w = [_interval(_bootstrap(result, seed, lang, "W", other)) if system == "W"
+                vs_w = [interval(_bootstrap(result, seed, lang, "W", other)) if system == "W"
                         and (other, seed, lang) in runs else "" for other in baselines]
                 rows.append([seed, lang, system, f"{teacher['raw_text_f1']:.2f}", f"{r['raw_text_f1']:.2f} ({r['gold_tokens_f1']:.2f})",
-                             _interval(_bootstrap(result, seed, lang, system, "teacher"))] + vs_w +
+                             interval(_bootstrap(result, seed, lang, system, "teacher"))] + vs_w +
                             [f"{g['student_dev_f1']:.2f} ({g['teacher_dev_f1']:.2f})", f"{g['agreement_f1']:.1f}",
                              f"{g['target_entity_ratio']:.2f}", f"{g['target_label_shift']:.3f}",
                              "trusted" if g["trusted"] else "NOT trusted",
@@ -229,7 +219,7 @@ def final_acceptance(result: dict) -> tuple:
         ["German mean F1", ">= 66.0", f"{mean(de):.2f}", met(mean(de) >= 66.0)],
         ["German F1, every seed", ">= 65.0", ", ".join(f"{x:.2f}" for x in de), met(min(de) >= 65.0)],
         ["German: student above its teacher, interval above 0, every seed", "every seed",
-         ", ".join(_interval(b) for b in boots), met(all(b["ci95"][0] > 0 for b in boots))],
+         ", ".join(interval(b) for b in boots), met(all(b["ci95"][0] > 0 for b in boots))],
         ["Spanish mean F1 (development language's test)", ">= 70.0", f"{mean(es):.2f}" if es else "not run yet",
          met(bool(es) and mean(es) >= 70.0, "es")],
         ["ECE on de/test, every seed", "<= 0.05", ", ".join(f"{x:.3f}" for x in ece), met(max(ece) <= 0.05)],
@@ -253,86 +243,11 @@ def headline(result: dict) -> tuple:
         rows.append([f"{lang}/test", len(student), _mean_sd([r["raw_text_f1"] for r in teacher]),
                      f"**{_mean_sd([r['raw_text_f1'] for r in student])}**",
                      f"**{signed(mean(b['difference'] for b in boots))}**",
-                     ", ".join(_interval(b) for b in boots),
+                     ", ".join(interval(b) for b in boots),
                      ", ".join(f"{r['test_scores']['ece']:.3f}" for r in teacher),
                      ", ".join(f"{r['test_scores']['ece']:.3f}" for r in student)])
     columns = ["test set", "seeds", "teacher F1", "student F1", "gain", "gain per seed [95%]",
                "teacher ECE per seed", "student ECE per seed"]
-    return columns, rows
-
-
-def _seed_runs(result: dict, lang: str, max_dev_drop: Optional[float] = None) -> list:
-    """(seed, run) of `lang` in each final run that `result["sources"]` names, in seed
-    order: a run as its own results file records it (teacher, shipped, shipped_f1,
-    shipped_vs_teacher, guard), from `languages` (one seed a file) or `runs` ("LANG/seedK").
-    max_dev_drop: only the runs whose guard had this threshold (None: every run)."""
-    out = []
-    for seed, claim in sorted(result["sources"].items(), key=lambda x: int(x[0])):
-        if max_dev_drop is not None and result["max_dev_drop"][seed] != max_dev_drop:
-            continue
-        source = load_result(claim)
-        run = source["languages"][lang] if "languages" in source else source["runs"][f"{lang}/seed{seed}"]
-        out.append((int(seed), run))
-    return out
-
-
-def _guard_now(result: dict, lang: str, seed: int):
-    """What the guard as it is now ships where it decides otherwise than the run's (a
-    post-hoc score recorded in the results file that `result["guard_now"]` names), or None."""
-    ref = result["guard_now"].get(f"{lang}/{seed}")
-    return load_result(ref["file"])[ref["key"]] if ref else None
-
-
-def default_seeds_language(result: dict, lang: str) -> tuple:
-    """One language over the final runs: the teacher, what shipped and its gain with the
-    paired-bootstrap interval, ECE and the guard's decision; a row more where the guard as
-    it is now decides otherwise (post hoc)."""
-    rows = []
-    for seed, run in _seed_runs(result, lang):
-        guard, threshold = run["guard"], result["max_dev_drop"][str(seed)]
-        agreement, shift = guard["agreement_f"], guard["target_label_shift"]
-        figures = (f"agreement {agreement:.2f}{' < 60' if agreement < 60 else ''}; "
-                   f"label shift {shift:.3f}{' > 0.2' if shift > 0.2 else ''}")
-        if "teacher_dev_f" in guard:
-            drop = guard["teacher_dev_f"] - guard["student_dev_f"]
-            figures += f"; en/dev drop {drop:.2f}{f' > {threshold:g}' if drop > threshold else ''}"
-        ships = run["shipped"]
-        if run.get("read_as", "").startswith("post hoc"):
-            ships += " (post hoc: the label-shift threshold was chosen after this test was read)"
-        rows.append([str(seed), f"{run['teacher']['f1']:.2f}", figures, f"{threshold:g}", ships,
-                     f"{run['shipped_f1']['f1']:.2f}", f"**{_interval(run['shipped_vs_teacher'], 'difference_95ci')}**",
-                     f"{run['teacher']['ece']:.3f}", f"{run['shipped_f1']['ece']:.3f}"])
-        now = _guard_now(result, lang, seed)
-        if now:
-            rows.append([f"{seed}, the guard now *", f"{run['teacher']['f1']:.2f}", now["guard"], "5",
-                         now["shipped"], f"{now['f1']:.2f}", f"**{_interval(now, 'difference_95ci')}**",
-                         f"{run['teacher']['ece']:.3f}", f"{now['ece']:.3f}"])
-    columns = ["seed", "teacher F1", "guard figures", "max_dev_drop", "ships", "shipped F1",
-               "shipped - teacher [95%]", "teacher ECE", "shipped ECE"]
-    return columns, rows
-
-
-def default_seeds_summary(result: dict, max_dev_drop: Optional[float] = None) -> tuple:
-    """Per language over the final runs: the mean gain of what shipped over its teacher,
-    as run and with the guard as it is now (post-hoc rows in its place), the gain per
-    seed, how many shipped below their teacher, how many gains have an interval above 0,
-    the lowest interval bound and the largest ECE.
-
-    max_dev_drop: only the runs whose guard had this threshold (None: every run)."""
-    rows, seeds = [], []
-    for lang in result["langs"]:
-        runs = _seed_runs(result, lang, max_dev_drop)
-        seeds = [seed for seed, _ in runs]
-        gains = [run["shipped_vs_teacher"]["difference"] for _, run in runs]
-        now = [(_guard_now(result, lang, seed) or run["shipped_vs_teacher"])["difference"] for seed, run in runs]
-        per_seed = [signed(g) + (f" ({signed(n)} *)" if n != g else "") for g, n in zip(gains, now)]
-        lows = [run["shipped_vs_teacher"]["difference_95ci"][0] for _, run in runs]
-        rows.append([f"{lang}/test", str(len(runs)), f"{mean(run['teacher']['f1'] for _, run in runs):.2f}",
-                     f"**{signed(mean(gains))}**" + (f" ({signed(mean(now))} *)" if now != gains else ""),
-                     ", ".join(per_seed), str(sum(g < 0 for g in gains)), str(sum(low > 0 for low in lows)),
-                     signed(min(lows)), f"{max(run['shipped_f1']['ece'] for _, run in runs):.3f}"])
-    columns = ["test set", "seeds", "teacher F1 (mean)", "mean gain", f"gain per seed (seeds {seeds[0]} to {seeds[-1]})",
-               "below the teacher", "interval above 0", "lowest interval bound", "largest shipped ECE"]
     return columns, rows
 
 
@@ -384,11 +299,17 @@ COMPUTED = {
     "guard-predictors/all-students": lambda r: stored_rows(r, "predictors", tuple(
         i for i, row in enumerate(r["tables"]["predictors"]["rows"]) if row[0] == "all students")),
     # what the default shipped per language over the final runs (their own results files)
-    "default-seeds/summary": default_seeds_summary,
-    "default-seeds/as-it-ships": lambda r: default_seeds_summary(r, max_dev_drop=5),
-    "default-seeds/fi": lambda r: default_seeds_language(r, "fi"),
-    "default-seeds/de": lambda r: default_seeds_language(r, "de"),
-    "default-seeds/es": lambda r: default_seeds_language(r, "es"),
+    "default-seeds/summary": summary_table,
+    "default-seeds/as-it-ships": lambda r: summary_table(r, max_dev_drop=5),
+    "default-seeds/fi": lambda r: language_table(r, "fi"),
+    "default-seeds/de": lambda r: language_table(r, "de"),
+    "default-seeds/es": lambda r: language_table(r, "es"),
+    # what the default with MINDROP shipped (seeds 10 on), and the issue's bars
+    "mindrop-seeds/summary": summary_table,
+    "mindrop-seeds/acceptance": acceptance_table,
+    "mindrop-seeds/fi": lambda r: language_table(r, "fi"),
+    "mindrop-seeds/de": lambda r: language_table(r, "de"),
+    "mindrop-seeds/es": lambda r: language_table(r, "es"),
     # score maps on fi/dev (Finnish models) and held-out es/dev (Spanish students)
     "score-map-dev/finnish": score_map_finnish,
     "score-map-dev/spanish": score_map_spanish,
@@ -398,13 +319,6 @@ COMPUTED = {
 
 
 # ------------------------------------------------------------------ the document
-
-
-def load_result(claim: str) -> dict:
-    path = RESULTS / f"{claim}.json"
-    if not path.exists():
-        raise SystemExit(f"{path} does not exist (table {claim})")
-    return json.loads(path.read_text(encoding="utf8"))
 
 
 def machine_kind(machine: str) -> str:

@@ -8,6 +8,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "benchmarks" / "scripts"))  # the scripts import each other, as run from there
 _spec = importlib.util.spec_from_file_location("product_conftest", REPO / "tests" / "conftest.py")
 _product = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_product)
@@ -32,6 +33,11 @@ def seed_report():
 @pytest.fixture(scope="module")
 def tables():
     return _script("tables")
+
+
+@pytest.fixture(scope="module")
+def seed_tables():
+    return _script("seed_tables")
 
 
 @pytest.fixture(scope="module")

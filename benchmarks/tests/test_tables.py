@@ -156,7 +156,7 @@ def test_the_index_lists_every_results_file_with_its_machine(tables) -> None:
     assert tables.machine_kind("a (b, c; d), e") == "a (b, c)"
 
 
-def test_the_seed_table_is_gathered_from_each_runs_own_file(tables) -> None:
+def test_the_seed_table_is_gathered_from_each_runs_own_file(seed_tables) -> None:
     """default-seeds: each language's mean gain is the mean over the runs' own results
     files (read here directly), and seed 4's Spanish row with the guard as it is now is
     the post-hoc score of guard-dev-drop.json, shown beside the run's own."""
@@ -172,16 +172,57 @@ def test_the_seed_table_is_gathered_from_each_runs_own_file(tables) -> None:
     posthoc = json.loads((results / "guard-dev-drop.json").read_text(encoding="utf8"))["posthoc_es_seed4"]
     now = gains[:4] + [posthoc["difference"]] + gains[5:]
     n = len(seeds)
-    columns, rows = tables.default_seeds_summary(result)
+    columns, rows = seed_tables.summary_table(result)
     spanish = next(row for row in rows if row[0] == "es/test")
     assert spanish[1] == str(n)
     assert spanish[3] == f"**{sum(gains) / n:+.2f}** ({sum(now) / n:+.2f} *)"
     assert f"{gains[4]:+.2f} ({posthoc['difference']:+.2f} *)" in spanish[4]
-    columns, rows = tables.default_seeds_language(result, "es")
+    columns, rows = seed_tables.language_table(result, "es")
     assert [row[0] for row in rows][:6] == ["0", "1", "2", "3", "4", "4, the guard now *"]
     assert rows[5][4] == "fallback" and rows[4][4] == "student"
     # the seeds run as the default ships now: max_dev_drop 5 only, so no post-hoc row
-    columns, rows = tables.default_seeds_summary(result, max_dev_drop=5)
+    columns, rows = seed_tables.summary_table(result, max_dev_drop=5)
     spanish = next(row for row in rows if row[0] == "es/test")
     assert spanish[1] == str(sum(result["max_dev_drop"][str(seed)] == 5 for seed in seeds))
     assert spanish[3] == f"**{sum(gains[5:]) / len(gains[5:]):+.2f}**"
+
+
+def _run(gain: float, low: float, ece: float) -> dict:
+    """A language of a final run's results file, as seed_tables reads it."""
+    guard = {"agreement_f": 80.0, "target_label_shift": 0.05, "teacher_dev_f": 93.0, "student_dev_f": 92.0}
+    return {"teacher": {"f1": 60.0, "ece": 0.1}, "shipped": "student", "shipped_f1": {"f1": 60.0 + gain, "ece": ece},
+            "shipped_vs_teacher": {"difference": gain, "difference_95ci": [low, gain + 1]}, "guard": guard,
+            "checkpoint": {"7": {"model": "fi/student-s7/snapshots/step-000600"}}}
+
+
+def test_the_acceptance_bars_over_runs_that_leave_a_language_out(seed_tables, monkeypatch) -> None:
+    """Two runs, the first without Spanish: each bar judged on the seeds that have the
+    language, 'not yet' below the planned seeds, the worst seed deciding; a gain's seed named
+    where a language has fewer seeds than the others; MINDROP's pick beside what shipped."""
+    files = {
+        "run-a": {"languages": {"fi": _run(2.0, 0.5, 0.05), "de": _run(3.0, 1.0, 0.05)},
+                  "cost": {"first_language_packaged_min": 40.0, "de_workflow_min": 14.0}},
+        "run-b": {"languages": {"fi": _run(-0.2, -0.7, 0.07), "de": _run(2.5, 0.2, 0.04), "es": _run(2.5, 1.0, 0.05)},
+                  "cost": {"first_language_packaged_min": 61.0, "de_workflow_min": 15.0, "es_workflow_min": 21.0}},
+    }
+    monkeypatch.setattr(seed_tables, "load_result", files.__getitem__)
+    result = {"langs": ["fi", "de", "es"], "seeds_planned": 2, "sources": {"7": "run-a", "8": "run-b"},
+              "cost_seeds": ["8"], "max_dev_drop": {"7": 5, "8": 5}, "guard_now": {}}
+    columns, rows = seed_tables.acceptance_table(result)
+    met = {row[0]: row[columns.index("met")] for row in rows}
+    measured = {row[0]: row[columns.index("measured (seed)")] for row in rows}
+    assert measured["Finnish: shipped at or above its teacher, every seed"] == "+2.00 (7), -0.20 (8)"
+    assert met["Finnish: shipped at or above its teacher, every seed"] == "**no**"
+    assert met["Finnish: paired interval's lower bound, every seed"] == "**no**"
+    assert (measured["Finnish: mean gain"], met["Finnish: mean gain"]) == ("+0.90", "**no**")
+    assert (measured["German: mean gain"], met["German: mean gain"]) == ("+2.75", "yes")
+    assert met["German: interval above 0, every seed"] == "yes"
+    assert met["Spanish: mean gain"] == "not yet (1 of 2 seeds, so far yes)"
+    assert met["ECE of what shipped on de/test and fi/test, every seed"] == "**no**"
+    assert met["first language's whole run, to its package"] == "not yet (1 of 2 seeds, so far **no**)"
+    assert measured["each further language"] == "15.0 to 21.0 min"
+    columns, rows = seed_tables.summary_table(result)
+    per_seed = {row[0]: row[4] for row in rows}
+    assert per_seed == {"fi/test": "+2.00, -0.20", "de/test": "+3.00, +2.50", "es/test": "+2.50 (8)"}
+    columns, rows = seed_tables.language_table(result, "es")
+    assert [row[0] for row in rows] == ["8"] and rows[0][columns.index("ships")] == "student (step 600)"
