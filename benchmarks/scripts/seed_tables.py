@@ -1,8 +1,10 @@
 """The tables of the final runs, gathered from each run's own results file: what shipped
 per language and seed, the summary per language, and the acceptance bars over the seeds.
-A gathering file (default-seeds.json, mindrop-seeds.json) names the runs in "sources"
-(seed -> results file), the guard's `max_dev_drop` per seed and "guard_now" (post-hoc
-scores of the guard as it is now)."""
+A gathering file (default-seeds.json, mindrop-seeds.json) names its languages ("langs",
+the first language of each run first), the runs ("sources": seed -> results file), the
+guard's `max_dev_drop` per seed and "guard_now" (post-hoc scores of the guard as it is
+now); for the acceptance bars also "seeds_planned" (the seeds a bar needs) and
+"cost_seeds" (the runs whose wall times are cost figures)."""
 from statistics import mean
 from typing import Optional
 
@@ -34,10 +36,17 @@ def guard_now(result: dict, lang: str, seed: int):
     return load_result(ref["file"])[ref["key"]] if ref else None
 
 
+def _step(model: str) -> str:
+    """"step 600" for ".../snapshots/step-000600", the folder's name otherwise (model-last)."""
+    name = model.rsplit("/", 1)[-1]
+    return f"step {int(name.split('-')[1])}" if name.startswith("step-") else name
+
+
 def language_table(result: dict, lang: str) -> tuple:
     """One language over the final runs: the teacher, what shipped and its gain with the
     paired-bootstrap interval, ECE and the guard's decision; a row more where the guard as
-    it is now decides otherwise (post hoc)."""
+    it is now decides otherwise (post hoc). Where a run chose the student's checkpoint
+    (MINDROP), "ships" names the pick: "student (pick: step 800)"."""
     rows = []
     for seed, run in seed_runs(result, lang):
         guard, threshold = run["guard"], result["max_dev_drop"][str(seed)]
@@ -49,7 +58,7 @@ def language_table(result: dict, lang: str) -> tuple:
             figures += f"; en/dev drop {drop:.2f}{f' > {threshold:g}' if drop > threshold else ''}"
         ships = run["shipped"]
         for pick in run.get("checkpoint", {}).values():  # the snapshot MINDROP picked
-            ships += f" ({pick['model'].rsplit('/', 1)[-1].replace('step-000', 'step ').replace('step-00', 'step ')})"
+            ships += f" (pick: {_step(pick['model'])})"
         if run.get("read_as", "").startswith("post hoc"):
             ships += " (post hoc: the label-shift threshold was chosen after this test was read)"
         rows.append([str(seed), f"{run['teacher']['f1']:.2f}", figures, f"{threshold:g}", ships,
@@ -96,49 +105,53 @@ def summary_table(result: dict, max_dev_drop: Optional[float] = None) -> tuple:
 
 def acceptance_table(result: dict) -> tuple:
     """The issue's bars over the final runs that `result["sources"]` names, each with its
-    measured value: "not yet" while a language has fewer than `result["seeds_planned"]`
-    seeds. Cost from the runs of `result["cost_seeds"]` (those with nothing beside them)."""
+    measured value (the seed in parentheses): a bar over seeds says "not yet" while its
+    language has fewer than `result["seeds_planned"]` runs. Cost: the wall times of the
+    runs `result["cost_seeds"]` names (those run on an idle machine), judged as measured."""
     planned = result["seeds_planned"]
     runs = {lang: seed_runs(result, lang) for lang in result["langs"]}
-    gains = {lang: [run["shipped_vs_teacher"]["difference"] for _, run in r] for lang, r in runs.items()}
-    intervals = {lang: [run["shipped_vs_teacher"] for _, run in r] for lang, r in runs.items()}
+    diffs = {lang: [run["shipped_vs_teacher"] for _, run in r] for lang, r in runs.items()}
 
-    def met(ok: bool, lang: str = "", n: int = planned) -> str:
-        found = len(runs[lang]) if lang else n
+    def met(ok, found: int) -> str:
         if found == 0:
             return "not yet (not run)"
         if found < planned:
             return f"not yet ({found} of {planned} seeds{', so far yes' if ok else ', so far **no**'})"
         return "yes" if ok else "**no**"
 
-    def per_seed(lang: str, values: list) -> str:
+    def per_seed(lang: str, values) -> str:
         return ", ".join(f"{v} ({seed})" for v, (seed, _) in zip(values, runs[lang]))
 
-    fi, de, es = gains["fi"], gains["de"], gains["es"]
-    fi_low = [x["difference_95ci"][0] for x in intervals["fi"]]
+    def bar(name: str, lang: str, required: str, measured, test) -> list:
+        """A row on one language's runs; `measured` and `test` read its differences."""
+        found = diffs[lang]
+        return [name, required, measured(found) if found else "not run", met(bool(found) and test(found), len(found))]
+
+    gains = lambda found: [x["difference"] for x in found]  # noqa: E731
+    lows = lambda found: [x["difference_95ci"][0] for x in found]  # noqa: E731
+    rows = [
+        bar("Finnish: shipped at or above its teacher, every seed", "fi", ">= 0",
+            lambda f: per_seed("fi", map(signed, gains(f))), lambda f: min(gains(f)) >= 0),
+        bar("Finnish: paired interval's lower bound, every seed", "fi", ">= -0.5",
+            lambda f: per_seed("fi", map(signed, lows(f))), lambda f: min(lows(f)) >= -0.5),
+        bar("Finnish: mean gain", "fi", ">= +1.0", lambda f: signed(mean(gains(f))), lambda f: mean(gains(f)) >= 1.0),
+        bar("German: mean gain", "de", ">= +2.5", lambda f: signed(mean(gains(f))), lambda f: mean(gains(f)) >= 2.5),
+        bar("German: interval above 0, every seed", "de", "every seed",
+            lambda f: per_seed("de", [interval(x, "difference_95ci") for x in f]), lambda f: min(lows(f)) > 0),
+        bar("Spanish: mean gain", "es", ">= +2.0", lambda f: signed(mean(gains(f))), lambda f: mean(gains(f)) >= 2.0),
+    ]
     ece = [(lang, seed, run["shipped_f1"]["ece"]) for lang in ("de", "fi") for seed, run in runs[lang]]
+    rows.append(["ECE of what shipped on de/test and fi/test, every seed", "<= 0.06",
+                 ", ".join(f"{lang} {x:.3f} ({seed})" for lang, seed, x in ece) or "not run",
+                 met(bool(ece) and max(x for *_, x in ece) <= 0.06, min(len(runs["de"]), len(runs["fi"])))])
     costs = [(seed, load_result(result["sources"][seed])["cost"]) for seed in result["cost_seeds"]]
     first = [cost["first_language_packaged_min"] for _, cost in costs]
     further = [cost[f"{lang}_workflow_min"] for _, cost in costs for lang in result["langs"][1:]
                if f"{lang}_workflow_min" in cost]
-    rows = [
-        ["Finnish: shipped at or above its teacher, every seed", ">= 0", per_seed("fi", map(signed, fi)),
-         met(min(fi) >= 0, "fi")],
-        ["Finnish: paired interval's lower bound, every seed", ">= -0.5", per_seed("fi", map(signed, fi_low)),
-         met(min(fi_low) >= -0.5, "fi")],
-        ["Finnish: mean gain", ">= +1.0", signed(mean(fi)), met(mean(fi) >= 1.0, "fi")],
-        ["German: mean gain", ">= +2.5", signed(mean(de)), met(mean(de) >= 2.5, "de")],
-        ["German: interval above 0, every seed", "every seed", per_seed("de", [interval(x, "difference_95ci")
-                                                                              for x in intervals["de"]]),
-         met(all(x["difference_95ci"][0] > 0 for x in intervals["de"]), "de")],
-        ["Spanish: mean gain", ">= +2.0", signed(mean(es)) if es else "not run yet", met(bool(es) and mean(es) >= 2.0, "es")],
-        ["ECE of what shipped on de/test and fi/test, every seed", "<= 0.06",
-         ", ".join(f"{lang} {x:.3f} ({seed})" for lang, seed, x in ece), met(max(x for *_, x in ece) <= 0.06, "", min(
-             len(runs["de"]), len(runs["fi"])))],
-    ]
-    if costs:
-        rows += [["first language's whole run, to its package", "<= 60 min",
-                  ", ".join(f"{x} min ({seed})" for x, (seed, _) in zip(first, costs)), met(max(first) <= 60, "", len(costs))],
-                 ["each further language", "<= 20 min", f"{min(further)} to {max(further)} min",
-                  met(max(further) <= 20, "", len(costs))]]
+    if first:
+        rows.append(["first language's whole run, to its package", "<= 60 min",
+                     ", ".join(f"{x} min ({seed})" for x, (seed, _) in zip(first, costs)), "yes" if max(first) <= 60 else "**no**"])
+    if further:
+        rows.append(["each further language", "<= 20 min", f"{min(further)} to {max(further)} min",
+                     "yes" if max(further) <= 20 else "**no**"])
     return ["criterion", "required", "measured (seed)", "met"], rows

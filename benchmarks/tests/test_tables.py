@@ -198,7 +198,8 @@ def _run(gain: float, low: float, ece: float) -> dict:
 def test_the_acceptance_bars_over_runs_that_leave_a_language_out(seed_tables, monkeypatch) -> None:
     """Two runs, the first without Spanish: each bar judged on the seeds that have the
     language, 'not yet' below the planned seeds, the worst seed deciding; a gain's seed named
-    where a language has fewer seeds than the others; MINDROP's pick beside what shipped."""
+    where a language has fewer seeds than the others; MINDROP's pick beside what shipped;
+    seeds in numeric order (9 before 10); a language no run has is 'not run'."""
     files = {
         "run-a": {"languages": {"fi": _run(2.0, 0.5, 0.05), "de": _run(3.0, 1.0, 0.05)},
                   "cost": {"first_language_packaged_min": 40.0, "de_workflow_min": 14.0}},
@@ -206,23 +207,34 @@ def test_the_acceptance_bars_over_runs_that_leave_a_language_out(seed_tables, mo
                   "cost": {"first_language_packaged_min": 61.0, "de_workflow_min": 15.0, "es_workflow_min": 21.0}},
     }
     monkeypatch.setattr(seed_tables, "load_result", files.__getitem__)
-    result = {"langs": ["fi", "de", "es"], "seeds_planned": 2, "sources": {"7": "run-a", "8": "run-b"},
-              "cost_seeds": ["8"], "max_dev_drop": {"7": 5, "8": 5}, "guard_now": {}}
+    result = {"langs": ["fi", "de", "es"], "seeds_planned": 2, "sources": {"10": "run-b", "9": "run-a"},
+              "cost_seeds": ["10"], "max_dev_drop": {"9": 5, "10": 5}, "guard_now": {}}
     columns, rows = seed_tables.acceptance_table(result)
     met = {row[0]: row[columns.index("met")] for row in rows}
     measured = {row[0]: row[columns.index("measured (seed)")] for row in rows}
-    assert measured["Finnish: shipped at or above its teacher, every seed"] == "+2.00 (7), -0.20 (8)"
+    assert measured["Finnish: shipped at or above its teacher, every seed"] == "+2.00 (9), -0.20 (10)"
     assert met["Finnish: shipped at or above its teacher, every seed"] == "**no**"
+    assert measured["Finnish: paired interval's lower bound, every seed"] == "+0.50 (9), -0.70 (10)"
     assert met["Finnish: paired interval's lower bound, every seed"] == "**no**"
     assert (measured["Finnish: mean gain"], met["Finnish: mean gain"]) == ("+0.90", "**no**")
     assert (measured["German: mean gain"], met["German: mean gain"]) == ("+2.75", "yes")
     assert met["German: interval above 0, every seed"] == "yes"
-    assert met["Spanish: mean gain"] == "not yet (1 of 2 seeds, so far yes)"
-    assert met["ECE of what shipped on de/test and fi/test, every seed"] == "**no**"
-    assert met["first language's whole run, to its package"] == "not yet (1 of 2 seeds, so far **no**)"
-    assert measured["each further language"] == "15.0 to 21.0 min"
+    assert (measured["Spanish: mean gain"], met["Spanish: mean gain"]) == ("+2.50", "not yet (1 of 2 seeds, so far yes)")
+    ece = "ECE of what shipped on de/test and fi/test, every seed"
+    assert (measured[ece], met[ece]) == ("de 0.050 (9), de 0.040 (10), fi 0.050 (9), fi 0.070 (10)", "**no**")
+    assert (measured["first language's whole run, to its package"], met["first language's whole run, to its package"]) == (
+        "61.0 min (10)", "**no**")
+    assert (measured["each further language"], met["each further language"]) == ("15.0 to 21.0 min", "**no**")
     columns, rows = seed_tables.summary_table(result)
     per_seed = {row[0]: row[4] for row in rows}
-    assert per_seed == {"fi/test": "+2.00, -0.20", "de/test": "+3.00, +2.50", "es/test": "+2.50 (8)"}
+    assert per_seed == {"fi/test": "+2.00, -0.20", "de/test": "+3.00, +2.50", "es/test": "+2.50 (10)"}
+    assert columns[4] == "gain per seed (seeds 9 to 10)"
     columns, rows = seed_tables.language_table(result, "es")
-    assert [row[0] for row in rows] == ["8"] and rows[0][columns.index("ships")] == "student (step 600)"
+    assert [row[0] for row in rows] == ["10"] and rows[0][columns.index("ships")] == "student (pick: step 600)"
+    # no run has Finnish: its bars say so, the others are judged as before
+    for name in files:
+        files[name]["languages"].pop("fi")
+    columns, rows = seed_tables.acceptance_table(result)
+    met = {row[0]: row[columns.index("met")] for row in rows}
+    assert met["Finnish: mean gain"] == "not yet (not run)" and met[ece] == "not yet (not run)"
+    assert met["German: mean gain"] == "yes"
