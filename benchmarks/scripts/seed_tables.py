@@ -81,18 +81,16 @@ def summary_table(result: dict, max_dev_drop: Optional[float] = None) -> tuple:
     the lowest interval bound and the largest ECE.
 
     max_dev_drop: only the runs whose guard had this threshold (None: every run)."""
-    rows, seeds = [], {lang: [seed for seed, _ in seed_runs(result, lang, max_dev_drop)] for lang in result["langs"]}
-    every = sorted(set().union(*seeds.values()))
-    seeds = {lang: found for lang, found in seeds.items() if found}
-    for lang in result["langs"]:
-        runs = seed_runs(result, lang, max_dev_drop)
+    rows, runs_of = [], {lang: seed_runs(result, lang, max_dev_drop) for lang in result["langs"]}
+    every = sorted({seed for runs in runs_of.values() for seed, _ in runs})
+    for lang, runs in runs_of.items():
         if not runs:
             continue
         gains = [run["shipped_vs_teacher"]["difference"] for _, run in runs]
         now = [(guard_now(result, lang, seed) or run["shipped_vs_teacher"])["difference"] for seed, run in runs]
         per_seed = [signed(g) + (f" ({signed(n)} *)" if n != g else "") for g, n in zip(gains, now)]
-        if seeds[lang] != every:  # a language some runs left out: name each gain's seed
-            per_seed = [f"{text} ({seed})" for text, seed in zip(per_seed, seeds[lang])]
+        if [seed for seed, _ in runs] != every:  # a language some runs left out: name each gain's seed
+            per_seed = [f"{text} ({seed})" for text, (seed, _) in zip(per_seed, runs)]
         lows = [run["shipped_vs_teacher"]["difference_95ci"][0] for _, run in runs]
         rows.append([f"{lang}/test", str(len(runs)), f"{mean(run['teacher']['f1'] for _, run in runs):.2f}",
                      f"**{signed(mean(gains))}**" + (f" ({signed(mean(now))} *)" if now != gains else ""),
