@@ -22,9 +22,22 @@ def _run_folder(root, snapshot_steps, last=True):
 def test_candidates_are_the_snapshots_in_step_order_then_model_last(tmp_path) -> None:
     run = _run_folder(tmp_path / "student-s0", [200, 100, 1000])
     (run / "snapshots" / "notes.txt").write_text("not a snapshot")
-    names = [p.name for p in checkpoint_candidates(run)]
+    names = [p.name for p in checkpoint_candidates(run, skip_first=0.0)]
     assert names == ["step-000100", "step-000200", "step-001000", "model-last"]
     assert [p.name for p in checkpoint_candidates(_run_folder(tmp_path / "plain", []))] == ["model-last"]
+
+
+def test_the_snapshots_of_the_first_half_of_training_are_not_candidates(tmp_path) -> None:
+    run = _run_folder(tmp_path / "student-s0", [700, 100, 400, 500, 800, 200, 300, 600])
+    names = [p.name for p in checkpoint_candidates(run)]  # the default: the first half left out
+    assert names == ["step-000500", "step-000600", "step-000700", "step-000800", "model-last"]
+    assert [p.name for p in checkpoint_candidates(run, skip_first=0.25)][:2] == ["step-000300", "step-000400"]
+    # the last snapshot is always a candidate, and model-last after it
+    one = _run_folder(tmp_path / "one", [100])
+    assert [p.name for p in checkpoint_candidates(one, skip_first=0.9)] == ["step-000100", "model-last"]
+    for bad in (1.0, -0.1):
+        with pytest.raises(ValueError, match="skip_first must be in"):
+            checkpoint_candidates(run, skip_first=bad)
 
 
 def test_a_run_without_model_last_is_refused(tmp_path) -> None:
@@ -56,11 +69,15 @@ def test_the_picks_are_a_summary_average_reads(tmp_path) -> None:
               runs[0] / "model-last": 90.0, runs[1] / "snapshots" / "step-000100": 80.0,
               runs[1] / "snapshots" / "step-000200": 85.0, runs[1] / "model-last": 88.0}
     out = tmp_path / "selected.json"
-    picked = select_runs(summary, out, scores.__getitem__)
+    picked = select_runs(summary, out, scores.__getitem__, skip_first=0.0)
     assert summary_models(out) == [str(runs[0] / "snapshots" / "step-000100"), str(runs[1] / "model-last")]
     written = json.loads(out.read_text())
     assert written["config"] == "adapt.cfg" and written["students"]["0"]["wall_s"] == 1.0
     assert [c["source_dev_f"] for c in picked["1"]["selection"]["candidates"]] == [80.0, 85.0, 88.0]
+    # by default seed 0's step 100, the first half of its training, is not a candidate
+    picked = select_runs(summary, out, scores.__getitem__)
+    assert summary_models(out) == [str(runs[0] / "snapshots" / "step-000200"), str(runs[1] / "model-last")]
+    assert picked["0"]["selection"]["skip_first"] == 0.5
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from typing import Optional
 import typer
 
 from spacy_maral.cli._app import Precision, app, precision_option
+from spacy_maral.training.selection import SKIP_FIRST
 
 
 @app.command("select-checkpoint")
@@ -14,13 +15,15 @@ def select_checkpoint_command(
     output: Path = typer.Option(..., "--output", "-o", help="The summary of the picks, in the shape of students.json (for `average --runs`)."),
     source_lang: Optional[str] = typer.Option(None, "--source-lang", help="Tokenizer rules for the source dev text (default: each pipeline's own)."),
     dev_limit: int = typer.Option(1000, "--dev-limit", help="Source dev sentences used (0 = all)."),
+    skip_first: float = typer.Option(SKIP_FIRST, "--skip-first", help="The fraction of training whose snapshots are not candidates: 0.5 of 800 steps leaves steps 100 to 400 out (0 = every snapshot)."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
     precision: Precision = precision_option(),
 ) -> None:
     """Choose each student's checkpoint without target tags: of its snapshots and its
-    model-last, the one with the highest source dev F1 on raw text (on a tie, the later).
-    A run without snapshots keeps its model-last. Writes OUTPUT in the shape of
+    model-last, the one with the highest source dev F1 on raw text (on a tie, the later);
+    the snapshots of the first SKIP_FIRST of training are not candidates. A run without
+    snapshots keeps its model-last. Writes OUTPUT in the shape of
     students.json, each student's model its pick, with every candidate's F1.
     """
     from thinc.api import require_gpu
@@ -53,7 +56,7 @@ def select_checkpoint_command(
         msg.text(f"  [{i + 1}/{n}] {path}")
 
     try:
-        picked = select_runs(students, output, score, progress=progress)
+        picked = select_runs(students, output, score, progress=progress, skip_first=skip_first)
     except (OSError, ValueError) as err:
         msg.fail(f"select-checkpoint failed: {err}", exits=1)
     for seed, entry in picked.items():

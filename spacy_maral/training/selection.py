@@ -7,8 +7,12 @@ drop of English dev F1 from the teacher followed the real gain on Finnish (Spear
 -0.59), where the guard's agreement and label shift did not. The student that ships is
 therefore the snapshot (every `snapshot_every` steps, and `model-last`) with the highest
 source dev F1 on raw text; on a tie, the later one. Step 0, the teacher itself, is never
-a candidate: with a warm start, source dev selection would pick it every time.
-BENCHMARKS.md ("The student's checkpoint") has what this measured.
+a candidate: with a warm start, source dev selection would pick it every time. Nor are
+the snapshots of the first half of training (`skip_first`): still close to the teacher
+on the source language, they have not yet learnt the pseudo-labels, and over five
+screened students they lost to the teacher on the target dev sets (mean -1.3 F1 at steps
+100 to 400 of 800, +0.6 from step 500). BENCHMARKS.md ("The student's checkpoint") has
+what this measured.
 
 `checkpoint_candidates` lists a run's snapshots and model-last, `select_checkpoint` scores
 them and picks, `select_runs` does it for every run of a `train-students` summary and
@@ -23,6 +27,7 @@ from spacy_maral.fileio import atomic_write_text
 
 SNAPSHOTS = "snapshots"  # a student's snapshot folder in its run folder (train-students sets it: workflow.per_seed.RUN_FILES)
 LAST = "model-last"
+SKIP_FIRST = 0.5  # the fraction of training whose snapshots are not candidates (the workflow's select_skip_first)
 
 
 @dataclass
@@ -39,20 +44,30 @@ class ScoredCheckpoint:
     source_dev_f: float
 
 
-def checkpoint_candidates(run_folder: Path) -> List[Path]:
+def checkpoint_candidates(run_folder: Path, skip_first: float = SKIP_FIRST) -> List[Path]:
     """A student run's candidates in training order: its snapshots
-    (RUN/snapshots/step-NNNNNN, by step), then model-last.
+    (RUN/snapshots/step-NNNNNN, by step) after the first `skip_first` of training, then
+    model-last.
 
     run_folder (Path): a `train-students` run folder (OUTPUT_DIR/student-sSEED).
-    RAISES (ValueError): the run has no model-last.
+    skip_first (float): in [0, 1): the snapshots of step `skip_first` x the last
+        snapshot's step or earlier are not candidates (0.5 of 800 steps: 100 to 400); 0 =
+        every snapshot.
+    RAISES (ValueError): the run has no model-last, or `skip_first` is outside [0, 1).
     """
     from spacy_maral.training.averaging import snapshots_from
 
+    if not 0.0 <= skip_first < 1.0:
+        raise ValueError(f"skip_first must be in [0, 1), not {skip_first}")
     run_folder = Path(run_folder)
     last = run_folder / LAST
     if not last.is_dir():
         raise ValueError(f"{run_folder} has no {LAST}: the run did not finish")
-    return [*snapshots_from(run_folder / SNAPSHOTS), last]
+    snapshots = snapshots_from(run_folder / SNAPSHOTS)
+    if snapshots:
+        last_step = int(snapshots[-1].name[len("step-"):])
+        snapshots = [path for path in snapshots if int(path.name[len("step-"):]) > skip_first * last_step]
+    return [*snapshots, last]
 
 
 def select_checkpoint(
@@ -86,6 +101,7 @@ def select_runs(
     output: Path,
     source_dev_f: Callable[[Path], float],
     progress: Optional[Callable[[int, int, Path], None]] = None,
+    skip_first: float = SKIP_FIRST,
 ) -> Dict[str, Dict[str, object]]:
     """Pick the checkpoint of every student a `train-students` summary lists, and write
     the summary of the picks: the same shape (`average --runs OUTPUT` reads it), each
@@ -95,8 +111,11 @@ def select_runs(
     output (Path): the JSON file written (atomically).
     source_dev_f (Callable[[Path], float]): a pipeline folder's source dev F1 (points).
     progress (Optional[Callable[[int, int, Path], None]]): as for select_checkpoint.
+    skip_first (float): the fraction of training whose snapshots are not candidates
+        (checkpoint_candidates).
     RETURNS (Dict[str, Dict[str, object]]): the students of the written summary, by seed.
-    RAISES (ValueError): the summary is not one of train-students, or a run is unfinished.
+    RAISES (ValueError): the summary is not one of train-students, a run is unfinished, or
+        `skip_first` is outside [0, 1).
     """
     summary_path = Path(summary_path)
     try:
@@ -107,9 +126,10 @@ def select_runs(
         raise ValueError(f"{summary_path} is not the summary of train-students ({err})") from err
     picked = {}
     for seed, model in models.items():
-        best, scored = select_checkpoint(checkpoint_candidates(model.parent), source_dev_f, progress)
+        best, scored = select_checkpoint(checkpoint_candidates(model.parent, skip_first), source_dev_f, progress)
         picked[seed] = {**students[seed], "model": best.path,
                         "selection": {"rule": "highest source dev F1 (raw text); on a tie, the later step",
+                                      "skip_first": skip_first,
                                       "candidates": [asdict(c) for c in scored]}}
     atomic_write_text(Path(output), json.dumps({**summary, "students": picked}, indent=2))
     return picked
