@@ -4,7 +4,8 @@ A gathering file (default-seeds.json, mindrop-seeds.json) names its languages ("
 the first language of each run first), the runs ("sources": seed -> results file), the
 guard's `max_dev_drop` per seed and "guard_now" (post-hoc scores of the guard as it is
 now); for the acceptance bars also "seeds_planned" (the seeds a bar needs) and
-"cost_seeds" (the runs whose wall times are cost figures)."""
+"cost_seeds" (the runs whose wall times are cost figures); optionally "left_out" (seed ->
+the languages of that run that the gathering does not count, with "left_out_why")."""
 from statistics import mean
 from typing import Optional
 
@@ -15,11 +16,14 @@ def seed_runs(result: dict, lang: str, max_dev_drop: Optional[float] = None) -> 
     """(seed, run) of `lang` in each final run that `result["sources"]` names, in seed
     order: a run as its own results file records it (teacher, shipped, shipped_f1,
     shipped_vs_teacher, guard), from `languages` (one seed a file; a run without `lang` is
-    left out) or `runs` ("LANG/seedK").
+    left out) or `runs` ("LANG/seedK"); a run whose `lang` `result["left_out"]` names is
+    left out too.
     max_dev_drop: only the runs whose guard had this threshold (None: every run)."""
     out = []
     for seed, claim in sorted(result["sources"].items(), key=lambda x: int(x[0])):
         if max_dev_drop is not None and result["max_dev_drop"][seed] != max_dev_drop:
+            continue
+        if lang in result.get("left_out", {}).get(seed, []):
             continue
         source = load_result(claim)
         if "languages" in source and lang not in source["languages"]:

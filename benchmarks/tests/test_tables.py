@@ -231,6 +231,11 @@ def test_the_acceptance_bars_over_runs_that_leave_a_language_out(seed_tables, mo
     assert columns[4] == "gain per seed (seeds 9 to 10)"
     columns, rows = seed_tables.language_table(result, "es")
     assert [row[0] for row in rows] == ["10"] and rows[0][columns.index("ships")] == "student (pick: step 600)"
+    # a language of a run that the gathering does not count (left_out): as if the run had left it out
+    left = {**result, "left_out": {"10": ["es", "de"]}}
+    met = {row[0]: row[-1] for row in seed_tables.acceptance_table(left)[1]}
+    assert met["Spanish: mean gain"] == "not yet (not run)" and met["German: mean gain"] == "not yet (1 of 2 seeds, so far yes)"
+    assert [row[0] for row in seed_tables.summary_table(left)[1]] == ["fi/test", "de/test"]
     # no run has Finnish: its bars say so, the others are judged as before
     for name in files:
         files[name]["languages"].pop("fi")
