@@ -32,6 +32,12 @@ def test_the_snapshots_of_the_first_half_of_training_are_not_candidates(tmp_path
     names = [p.name for p in checkpoint_candidates(run)]  # the default: the first half left out
     assert names == ["step-000500", "step-000600", "step-000700", "step-000800", "model-last"]
     assert [p.name for p in checkpoint_candidates(run, skip_first=0.25)][:2] == ["step-000300", "step-000400"]
+    # by step, not by position: of steps 100, 200 and 1000, half of 1000 leaves only 1000
+    uneven = _run_folder(tmp_path / "uneven", [100, 200, 1000])
+    assert [p.name for p in checkpoint_candidates(uneven)] == ["step-001000", "model-last"]
+    # compared exactly: 0.29 of step 100 is 29, so step 29 is left out (29 > 28.999... in floats)
+    exact = _run_folder(tmp_path / "exact", [29, 30, 100])
+    assert [p.name for p in checkpoint_candidates(exact, skip_first=0.29)] == ["step-000030", "step-000100", "model-last"]
     # the last snapshot is always a candidate, and model-last after it
     one = _run_folder(tmp_path / "one", [100])
     assert [p.name for p in checkpoint_candidates(one, skip_first=0.9)] == ["step-000100", "model-last"]
@@ -71,6 +77,7 @@ def test_the_picks_are_a_summary_average_reads(tmp_path) -> None:
     out = tmp_path / "selected.json"
     picked = select_runs(summary, out, scores.__getitem__, skip_first=0.0)
     assert summary_models(out) == [str(runs[0] / "snapshots" / "step-000100"), str(runs[1] / "model-last")]
+    assert picked["0"]["selection"]["skip_first"] == 0.0
     written = json.loads(out.read_text())
     assert written["config"] == "adapt.cfg" and written["students"]["0"]["wall_s"] == 1.0
     assert [c["source_dev_f"] for c in picked["1"]["selection"]["candidates"]] == [80.0, 85.0, 88.0]
@@ -98,3 +105,28 @@ def test_select_checkpoint_scores_the_pipelines_on_the_source_dev_set(trained, t
         result = run_cli("select-checkpoint", summary, dev, "--output", out, "--dev-limit", "0")
         assert result.returncode == 0, result.stderr
         assert summary_models(out) == [str(run / expected)]
+
+
+@pytest.mark.parametrize("value", ["1", "-0.1"])
+def test_a_skip_first_outside_0_to_1_is_refused_before_any_work(tmp_path, value) -> None:
+    result = run_cli("select-checkpoint", tmp_path / "missing.json", tmp_path / "missing.spacy",
+                     "--output", tmp_path / "out.json", "--skip-first", value)
+    assert result.returncode == 2 and "skip_first must be in [0, 1)" in " ".join(result.stderr.split())
+
+
+def test_the_workflow_forwards_every_var_of_the_language_workflow() -> None:
+    """`languages` runs the `language` workflow with the vars it forwards: a var a
+    per-language command reads but `languages` does not forward would keep its default
+    whatever the user set (and stay out of the language's fingerprint)."""
+    import re
+
+    import srsly
+
+    from helpers import REPO
+
+    project = srsly.read_yaml(REPO / "project" / "project.yml")
+    commands = {c["name"]: " ".join(c["script"]) for c in project["commands"]}
+    used = {v for name in project["workflows"]["language"] for v in re.findall(r"\$\{vars\.(\w+)\}", commands[name])}
+    forwarded = set(re.findall(r"--vars\.(\w+) ", commands["languages"]))
+    set_per_language = {"target_lang", "target_text", "target_test", "name"}
+    assert used - set_per_language - forwarded == set()

@@ -1,6 +1,6 @@
 """The first half of stage 2 as checkpoint candidates: what the screened snapshots say.
 
-    python benchmarks/scripts/early_snapshots.py OUT.json --commit COMMIT
+    python benchmarks/scripts/early_snapshots.py benchmarks/results/early-snapshots-dev.json --commit COMMIT
 
 Reads the snapshots of the two screens that scored every snapshot of a retrained student
 on a target dev set (benchmarks/results/stop-screen-dev.json: Finnish seeds 8 and 9;
@@ -67,6 +67,8 @@ def main(argv) -> None:
                     "F1 drop from its teacher, raw text, 1,000 sentences; its gain over the teacher on the target dev set, "
                     "raw text, paired bootstrap, 2,000 resamples); no model runs",
         **provenance("early_snapshots.py", [argv[0]], "SKIP-FIRST", commit),
+        "protocol": "benchmarks/PROTOCOL.md, 'Rule SKIP-FIRST' (the evidence it was fixed on; the lead came from seed "
+                    "12's Spanish test, read before: post hoc for that seed)",
         "by_step": {str(step): {"mean_gain": round(float(numpy.mean(gs)), 2), "gains": gs} for step, gs in by_step.items()},
         "halves": halves,
         "picks": {name: {k: p["step"] for k, p in ps.items()} for name, ps in picks.items()},

@@ -5,7 +5,16 @@ from typing import Optional
 import typer
 
 from spacy_maral.cli._app import Precision, app, precision_option
-from spacy_maral.training.selection import SKIP_FIRST
+from spacy_maral.training.selection import SKIP_FIRST, check_skip_first
+
+
+def _skip_first(value: float) -> float:
+    """--skip-first in [0, 1), refused before any work."""
+    try:
+        check_skip_first(value)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--skip-first") from err
+    return value
 
 
 @app.command("select-checkpoint")
@@ -15,7 +24,7 @@ def select_checkpoint_command(
     output: Path = typer.Option(..., "--output", "-o", help="The summary of the picks, in the shape of students.json (for `average --runs`)."),
     source_lang: Optional[str] = typer.Option(None, "--source-lang", help="Tokenizer rules for the source dev text (default: each pipeline's own)."),
     dev_limit: int = typer.Option(1000, "--dev-limit", help="Source dev sentences used (0 = all)."),
-    skip_first: float = typer.Option(SKIP_FIRST, "--skip-first", help="The fraction of training whose snapshots are not candidates: 0.5 of 800 steps leaves steps 100 to 400 out (0 = every snapshot)."),
+    skip_first: float = typer.Option(SKIP_FIRST, "--skip-first", callback=_skip_first, help="The fraction of training (of the last snapshot's step) whose snapshots are not candidates: 0.5 with snapshots up to step 800 leaves steps 100 to 400 out (0 = every snapshot)."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
     precision: Precision = precision_option(),

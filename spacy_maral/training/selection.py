@@ -20,6 +20,7 @@ writes the summary of the picks (the shape `average --runs` reads).
 """
 import json
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -44,6 +45,12 @@ class ScoredCheckpoint:
     source_dev_f: float
 
 
+def check_skip_first(skip_first: float) -> None:
+    """RAISES (ValueError): `skip_first` is outside [0, 1) (1 would leave out every snapshot)."""
+    if not 0.0 <= skip_first < 1.0:
+        raise ValueError(f"skip_first must be in [0, 1), not {skip_first}: the fraction of training whose snapshots are not candidates")
+
+
 def checkpoint_candidates(run_folder: Path, skip_first: float = SKIP_FIRST) -> List[Path]:
     """A student run's candidates in training order: its snapshots
     (RUN/snapshots/step-NNNNNN, by step) after the first `skip_first` of training, then
@@ -51,14 +58,14 @@ def checkpoint_candidates(run_folder: Path, skip_first: float = SKIP_FIRST) -> L
 
     run_folder (Path): a `train-students` run folder (OUTPUT_DIR/student-sSEED).
     skip_first (float): in [0, 1): the snapshots of step `skip_first` x the last
-        snapshot's step or earlier are not candidates (0.5 of 800 steps: 100 to 400); 0 =
-        every snapshot.
+        snapshot's step or earlier are not candidates (0.5 with snapshots up to step 800:
+        steps 100 to 400), compared exactly (0.29 of 100 leaves step 29 out); 0 = every
+        snapshot.
     RAISES (ValueError): the run has no model-last, or `skip_first` is outside [0, 1).
     """
     from spacy_maral.training.averaging import snapshots_from
 
-    if not 0.0 <= skip_first < 1.0:
-        raise ValueError(f"skip_first must be in [0, 1), not {skip_first}")
+    check_skip_first(skip_first)
     run_folder = Path(run_folder)
     last = run_folder / LAST
     if not last.is_dir():
@@ -66,7 +73,8 @@ def checkpoint_candidates(run_folder: Path, skip_first: float = SKIP_FIRST) -> L
     snapshots = snapshots_from(run_folder / SNAPSHOTS)
     if snapshots:
         last_step = int(snapshots[-1].name[len("step-"):])
-        snapshots = [path for path in snapshots if int(path.name[len("step-"):]) > skip_first * last_step]
+        bound = Fraction(str(skip_first)) * last_step  # exact: 0.29 * 100 is 28.999... in floats
+        snapshots = [path for path in snapshots if int(path.name[len("step-"):]) > bound]
     return [*snapshots, last]
 
 
