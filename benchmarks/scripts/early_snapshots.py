@@ -18,6 +18,8 @@ import numpy
 from results_io import RESULTS
 from stop_screen import interval, provenance, take_commit
 
+from spacy_maral.training.selection import SKIP_FIRST, first_candidate_step
+
 
 def cases() -> dict:
     """Every screened student's snapshots: step, English dev drop from the teacher (lower =
@@ -34,9 +36,9 @@ def cases() -> dict:
 
 def pick(snapshots: list, skip_first: float) -> dict:
     """The snapshot with the lowest English dev drop (the highest F1; the later on a tie)
-    among those after `skip_first` of the last step."""
-    last = max(s["step"] for s in snapshots)
-    candidates = [s for s in snapshots if s["step"] > skip_first * last]
+    among those select-checkpoint keeps (after `skip_first` of the last step)."""
+    first = first_candidate_step(max(s["step"] for s in snapshots), skip_first)
+    candidates = [s for s in snapshots if s["step"] >= first]
     return min(candidates, key=lambda s: (s["dev_drop"], -s["step"]))
 
 
@@ -45,22 +47,22 @@ def main(argv) -> None:
     out = Path(argv[0])
     screened = cases()
     steps = sorted({s["step"] for c in screened.values() for s in c["snapshots"]})
-    last = max(steps)
+    first = first_candidate_step(max(steps), SKIP_FIRST)
     by_step = {step: [s["vs_teacher"]["difference"] for c in screened.values() for s in c["snapshots"] if s["step"] == step]
                for step in steps}
     halves = {}
-    for half, inside in (("first", lambda step: step <= last / 2), ("second", lambda step: step > last / 2)):
+    for half, inside in (("first", lambda step: step < first), ("second", lambda step: step >= first)):
         gains = [g for step, gs in by_step.items() if inside(step) for g in gs]
         below = sum(1 for c in screened.values() for s in c["snapshots"]
                     if inside(s["step"]) and s["vs_teacher"]["difference_95ci"][1] < 0)
         halves[half] = {"snapshots": len(gains), "mean_gain": round(float(numpy.mean(gains)), 2),
                         "below_teacher": below}
-    picks = {name: {"every_snapshot": pick(c["snapshots"], 0.0), "skip_first_half": pick(c["snapshots"], 0.5)}
+    picks = {name: {"every_snapshot": pick(c["snapshots"], 0.0), "skip_first_half": pick(c["snapshots"], SKIP_FIRST)}
              for name, c in screened.items()}
     same = all(p["every_snapshot"]["step"] == p["skip_first_half"]["step"] for p in picks.values())
     result = {
         "claim": f"Over {len(screened)} screened students the snapshots of the first half of stage 2 (steps up to "
-                 f"{last // 2}) gained {halves['first']['mean_gain']:+.2f} F1 over the teacher on the target dev sets on "
+                 f"{first - 1}) gained {halves['first']['mean_gain']:+.2f} F1 over the teacher on the target dev sets on "
                  f"average, those of the second half {halves['second']['mean_gain']:+.2f}; leaving the first half out "
                  f"{'changes none' if same else 'changes some'} of the screens' picks",
         "measured": "The snapshot tables of stop-screen-dev.json and mindrop-screen-dev.json (each snapshot's English dev "

@@ -169,6 +169,12 @@ def set_class_means(nlp: Language, means: Dict[str, numpy.ndarray]) -> None:
         get_span_head(nlp.get_pipe(name).model).set_class_means(torch.from_numpy(value))
 
 
+def snapshot_step(path: Path) -> Optional[int]:
+    """The step of a snapshot folder (step-NNNNNN), None for any other name."""
+    name = Path(path).name
+    return int(name[5:]) if name.startswith("step-") and name[5:].isdigit() else None
+
+
 def snapshots_from(snapshot_dir: Path, from_step: int = 0) -> List[Path]:
     """The snapshots (SNAPSHOT_DIR/step-NNNNNN, written by the epoch hook) of step
     `from_step` and later, in step order; none for a missing folder.
@@ -184,9 +190,9 @@ def snapshots_from(snapshot_dir: Path, from_step: int = 0) -> List[Path]:
         return []
     found = []
     for path in snapshot_dir.iterdir():
-        name = path.name
-        if path.is_dir() and name.startswith("step-") and name[5:].isdigit() and int(name[5:]) >= from_step:
-            found.append((int(name[5:]), path))
+        step = snapshot_step(path)
+        if path.is_dir() and step is not None and step >= from_step:
+            found.append((step, path))
     return [path for _, path in sorted(found)]
 
 

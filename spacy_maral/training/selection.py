@@ -19,6 +19,7 @@ them and picks, `select_runs` does it for every run of a `train-students` summar
 writes the summary of the picks (the shape `average --runs` reads).
 """
 import json
+import math
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -51,6 +52,16 @@ def check_skip_first(skip_first: float) -> None:
         raise ValueError(f"skip_first must be in [0, 1), not {skip_first}: the fraction of training whose snapshots are not candidates")
 
 
+def first_candidate_step(last_step: int, skip_first: float = SKIP_FIRST) -> int:
+    """The earliest snapshot step that is a candidate: the first after `skip_first` x
+    `last_step`, compared exactly (0.29 of 100: step 30, where floats make 28.999...).
+
+    last_step (int): the step of the run's last snapshot.
+    skip_first (float): in [0, 1), the fraction of training whose snapshots are not candidates.
+    """
+    return math.floor(Fraction(str(skip_first)) * last_step) + 1
+
+
 def checkpoint_candidates(run_folder: Path, skip_first: float = SKIP_FIRST) -> List[Path]:
     """A student run's candidates in training order: its snapshots
     (RUN/snapshots/step-NNNNNN, by step) after the first `skip_first` of training, then
@@ -63,7 +74,7 @@ def checkpoint_candidates(run_folder: Path, skip_first: float = SKIP_FIRST) -> L
         snapshot.
     RAISES (ValueError): the run has no model-last, or `skip_first` is outside [0, 1).
     """
-    from spacy_maral.training.averaging import snapshots_from
+    from spacy_maral.training.averaging import snapshot_step, snapshots_from
 
     check_skip_first(skip_first)
     run_folder = Path(run_folder)
@@ -72,9 +83,8 @@ def checkpoint_candidates(run_folder: Path, skip_first: float = SKIP_FIRST) -> L
         raise ValueError(f"{run_folder} has no {LAST}: the run did not finish")
     snapshots = snapshots_from(run_folder / SNAPSHOTS)
     if snapshots:
-        last_step = int(snapshots[-1].name[len("step-"):])
-        bound = Fraction(str(skip_first)) * last_step  # exact: 0.29 * 100 is 28.999... in floats
-        snapshots = [path for path in snapshots if int(path.name[len("step-"):]) > bound]
+        first = first_candidate_step(snapshot_step(snapshots[-1]), skip_first)
+        snapshots = [path for path in snapshots if snapshot_step(path) >= first]
     return [*snapshots, last]
 
 
