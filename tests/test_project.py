@@ -169,7 +169,7 @@ def check_soup(project: Path) -> None:
         # select_skip_first 0.5 leaves out step 4, the first half of training
         assert (project / f"training/adapt-de/student-s{seed}/snapshots/step-000004").is_dir()
         assert [c["name"] for c in candidates] == ["step-000008", "model-last"]
-        best = max(range(len(candidates)), key=lambda i: (candidates[i]["source_dev_f"], i))
+        best = max(range(len(candidates)), key=lambda i: (candidates[i]["dev_f"], i))
         assert selected[seed]["model"] == candidates[best]["path"]
         picks.append(selected[seed]["model"])
     students = [pipeline_weights(spacy.load(project / p)) for p in picks]

@@ -479,6 +479,14 @@ def test_student_temperature_fits_only_on_the_students_own_language() -> None:
         student_temperature(-1.0, "de", "es")
 
 
+def test_calibrate_refuses_an_unknown_score_map_before_loading(tmp_path) -> None:
+    """--score-map takes one of calibration's maps: any other value is refused by the
+    parser (exit status 2, the choices named), before the model is even looked for."""
+    run = run_cli("calibrate", tmp_path / "no-model", tmp_path / "dev.spacy", "--score-map", "isotonic")
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert "'isotonic' is not one of 'temperature', 'platt'" in " ".join(run.stderr.split()), run.stderr
+
+
 def test_calibrate_cli_stores_the_off_language_temperature_for_a_student_of_another_language(trained_dir, trained, tmp_path) -> None:
     from spacy.tokens import DocBin
 

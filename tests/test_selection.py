@@ -1,13 +1,15 @@
-"""A student's checkpoint chosen without target tags: the snapshot with the highest source
-dev F1 (raw text), model-last included, the later one on a tie."""
+"""A student's checkpoint: the snapshot with the highest source dev F1 (raw text), or for
+a student of the development language the highest F1 on that language's dev set,
+model-last included, the later one on a tie."""
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from spacy.tokens import DocBin
 
 from helpers import run_cli
-from spacy_maral.training.selection import checkpoint_candidates, select_checkpoint, select_runs
+from spacy_maral.training.selection import SelectionDev, checkpoint_candidates, select_checkpoint, select_runs, selection_dev
 from spacy_maral.workflow.per_seed import summary_models
 
 
@@ -51,11 +53,11 @@ def test_a_run_without_model_last_is_refused(tmp_path) -> None:
         checkpoint_candidates(_run_folder(tmp_path / "student-s0", [100], last=False))
 
 
-def test_the_highest_source_dev_f1_wins_and_a_tie_goes_to_the_later(tmp_path) -> None:
+def test_the_highest_dev_f1_wins_and_a_tie_goes_to_the_later(tmp_path) -> None:
     paths = [tmp_path / n for n in ("step-000100", "step-000200", "step-000300", "model-last")]
     scores = dict(zip(paths, [80.0, 91.5, 91.5, 90.0]))
     best, scored = select_checkpoint(paths, scores.__getitem__)
-    assert best.name == "step-000300" and best.source_dev_f == 91.5
+    assert best.name == "step-000300" and best.dev_f == 91.5
     assert [c.name for c in scored] == [p.name for p in paths]
     best, _ = select_checkpoint(paths, dict(zip(paths, [95.0, 91.5, 91.5, 90.0])).__getitem__)
     assert best.name == "step-000100"
@@ -80,7 +82,8 @@ def test_the_picks_are_a_summary_average_reads(tmp_path) -> None:
     assert picked["0"]["selection"]["skip_first"] == 0.0
     written = json.loads(out.read_text())
     assert written["config"] == "adapt.cfg" and written["students"]["0"]["wall_s"] == 1.0
-    assert [c["source_dev_f"] for c in picked["1"]["selection"]["candidates"]] == [80.0, 85.0, 88.0]
+    assert [c["dev_f"] for c in picked["1"]["selection"]["candidates"]] == [80.0, 85.0, 88.0]
+    assert picked["1"]["selection"]["dev"] == "source dev"
     # by default seed 0's step 100, the first half of its training, is not a candidate
     picked = select_runs(summary, out, scores.__getitem__)
     assert summary_models(out) == [str(runs[0] / "snapshots" / "step-000200"), str(runs[1] / "model-last")]
@@ -105,6 +108,39 @@ def test_select_checkpoint_scores_the_pipelines_on_the_source_dev_set(trained, t
         result = run_cli("select-checkpoint", summary, dev, "--output", out, "--dev-limit", "0")
         assert result.returncode == 0, result.stderr
         assert summary_models(out) == [str(run / expected)]
+        # the same sentences as the development language's dev set: a Spanish run ranks on it
+        result = run_cli("select-checkpoint", summary, tmp_path / "missing-en-dev.spacy", "--output", out, "--dev-limit", "0",
+                         "--target-lang", "es", "--target-dev", dev, "--target-dev-lang", "es")
+        assert result.returncode == 0, result.stderr
+        assert summary_models(out) == [str(run / expected)]
+        assert json.loads(out.read_text())["students"]["0"]["selection"]["dev"] == "es dev"
+
+
+def test_the_development_languages_students_are_ranked_on_its_own_dev_set() -> None:
+    """The development language's dev set ranks the checkpoints of its students only:
+    every other language's (and a run that names no language) are ranked on source dev."""
+    source, es_dev = "corpus/en-dev.spacy", "corpus/es-dev.spacy"
+    assert selection_dev(source, "en", "es", es_dev, "es") == SelectionDev(Path(es_dev), "es", "es dev")
+    for target in ("de", "fi", None):
+        assert selection_dev(source, "en", target, es_dev, "es") == SelectionDev(Path(source), "en", "source dev")
+    assert selection_dev(source, "en", "es") == SelectionDev(Path(source), "en", "source dev")  # no dev set of its own
+    with pytest.raises(ValueError, match="needs its language"):
+        selection_dev(source, "en", "es", es_dev, None)
+
+
+def test_select_checkpoint_reads_the_development_languages_dev_set_before_any_work(tmp_path) -> None:
+    """A Spanish run with a missing es dev set is refused, naming it, before a pipeline is
+    loaded; a German run of the same command does not read it."""
+    summary = tmp_path / "students.json"
+    summary.write_text(json.dumps({"students": {"0": {"model": str(tmp_path / "student-s0" / "model-last")}}}))
+    source = tmp_path / "en-dev.spacy"
+    DocBin().to_disk(source)
+    args = ["select-checkpoint", summary, source, "--output", tmp_path / "out.json", "--target-dev", tmp_path / "es-dev.spacy",
+            "--target-dev-lang", "es"]
+    result = run_cli(*args, "--target-lang", "es")
+    assert result.returncode == 1 and "the es dev set" in result.stderr and "es-dev.spacy" in result.stderr, result.stderr
+    result = run_cli(*args, "--target-lang", "de")  # source dev ranks: the run folder is what is missing here
+    assert result.returncode == 1 and "es-dev.spacy" not in result.stderr and "model-last" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("value", ["1", "-0.1"])

@@ -2,7 +2,7 @@
 scaling) on a gold dev set."""
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import typer
 
@@ -18,7 +18,7 @@ def calibrate_command(
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the dev text with this language's rules while fitting (default: the pipeline's tokenizer); the saved pipeline keeps its own."),
     limit: int = typer.Option(0, "--limit", help="Use the first N dev sentences (0 = all)."),
     given: float = typer.Option(0.0, "--temperature", "-t", help="Store this temperature instead of fitting one (0 = fit on DEV, or the --target-lang rule); DEV is still scored at it for the report."),
-    score_map: str = typer.Option("temperature", "--score-map", help="What to fit on DEV: 'temperature' (one T) or 'platt' (a slope and an offset on the log-odds of the scores at T = 1; better calibrated on a held-out part of the development language's dev set). A stored temperature (--temperature, or the --target-lang rule) has no Platt map."),
+    score_map: Literal["temperature", "platt"] = typer.Option("temperature", "--score-map", help="What to fit on DEV: 'temperature' (one T) or 'platt' (a slope and an offset on the log-odds of the scores at T = 1; better calibrated on a held-out part of the development language's dev set). A stored temperature (--temperature, or the --target-lang rule) has no Platt map."),
     target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language the student MODEL was adapted to. When it is not --lang (DEV's language), the student is stored with the temperature that the development language's students were fitted to (2.0) instead of a fit on DEV, unless --temperature gives one."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Texts per batch."),
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
@@ -39,7 +39,7 @@ def calibrate_command(
     from thinc.api import require_gpu
 
     from spacy_maral.corpora.target_text import iter_target_docs
-    from spacy_maral.evaluation.calibration import SCORE_MAPS, calibrate, nothing_to_fit, student_temperature
+    from spacy_maral.evaluation.calibration import calibrate, nothing_to_fit, student_temperature
     from spacy_maral.evaluation.raw_text import entity_logits
     from spacy_maral.fileio import atomic_write_text, check_replaceable, replace_dir, replace_owned_dir
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
@@ -48,8 +48,6 @@ def calibrate_command(
     from spacy_maral.util import Printer
 
     msg = Printer()
-    if score_map not in SCORE_MAPS:
-        msg.fail(f"--score-map must be one of {', '.join(SCORE_MAPS)}, not {score_map!r}", exits=1)
     try:
         stored = student_temperature(given, target_lang, lang)  # None: fit on the dev set
     except ValueError as err:
