@@ -8,65 +8,69 @@ reads; PER_SENTENCE_JSON holds every snapshot's per-sentence counts (tp, predict
 on the target language's dev set. No model runs: 1,000 random halvings of each dev set
 (numpy seed 0); DEVSEL picks the candidate with the highest F1 on half A (the later on a
 tie), and on half B its F1 is compared with the English dev pick's. The candidates are
-SKIP-FIRST's: the snapshots of the second half of stage 2 (steps 500 to 700 here) and
-model-last. Writes each case's figures and the rule of PROTOCOL.md's "Candidate DEVSEL".
+SKIP-FIRST's (selection.first_candidate_step): the snapshots of the second half of stage 2
+and model-last (steps 500 to 800 here). Writes each case's figures and the rule of
+PROTOCOL.md's "Candidate DEVSEL".
 """
 import json
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 import numpy
-from stop_screen import provenance, take_commit
+from stop_screen import f1, provenance, take_commit
 
-CANDIDATES = (500, 600, 700, 800)  # SKIP-FIRST's, of 800 steps; 800 is model-last in these screens
+from spacy_maral.training.selection import SKIP_FIRST, first_candidate_step
+
 HALVINGS = 1000
 
 
-def f1(counts: numpy.ndarray) -> numpy.ndarray:
-    """F1 in points from summed (tp, predicted, gold) counts along the last axis (0 where undefined)."""
-    tp, predicted, gold = counts[..., 0], counts[..., 1], counts[..., 2]
-    denominator = predicted + gold
-    return numpy.where(denominator > 0, 200.0 * tp / numpy.maximum(denominator, 1), 0.0)
+def candidate_steps(steps: Sequence[int]) -> List[int]:
+    """The steps select-checkpoint keeps with SKIP_FIRST (the last one is model-last in these screens)."""
+    first = first_candidate_step(max(steps), SKIP_FIRST)
+    return sorted(step for step in steps if step >= first)
 
 
-def english_dev_pick(run_dir: Path) -> int:
+def english_dev_pick(run_dir: Path, candidates: Sequence[int]) -> int:
     """SKIP-FIRST's pick: the candidate step with the highest source dev F1, the later on a tie."""
-    scores = {step: json.loads((run_dir / "guard" / f"s{step}.json").read_text())["student_dev_f"] for step in CANDIDATES}
-    return max(CANDIDATES, key=lambda step: (scores[step], step))
+    scores = {step: json.loads((run_dir / "guard" / f"s{step}.json").read_text())["student_dev_f"] for step in candidates}
+    return max(candidates, key=lambda step: (scores[step], step))
 
 
-def halving_picks(counts: numpy.ndarray, halves: numpy.ndarray) -> numpy.ndarray:
-    """For each halving (a boolean row: the sentences of half A), the index into CANDIDATES
-    with the highest F1 on half A, the later on a tie.
+def subset_f1(counts: numpy.ndarray, subsets: numpy.ndarray) -> numpy.ndarray:
+    """F1 in points of every candidate on every subset of sentences: (subsets, candidates).
 
     counts (numpy.ndarray): (candidates, sentences, 3) per-sentence counts.
-    halves (numpy.ndarray): (halvings, sentences) booleans.
+    subsets (numpy.ndarray): (subsets, sentences) booleans.
     """
-    on_a = f1(numpy.einsum("hs,csk->hck", halves.astype(numpy.int64), counts))  # (halvings, candidates)
-    reversed_argmax = numpy.argmax(on_a[:, ::-1], axis=1)  # the first maximum from the end: the later step
-    return on_a.shape[1] - 1 - reversed_argmax
+    return 100.0 * f1(numpy.einsum("hs,csk->hck", subsets.astype(numpy.int64), counts))
+
+
+def best_later_on_tie(scores: numpy.ndarray) -> numpy.ndarray:
+    """For each row of (rows, candidates) scores, the index of the highest, the later on a tie."""
+    return scores.shape[1] - 1 - numpy.argmax(scores[:, ::-1], axis=1)  # the first maximum from the end
 
 
 def case_screen(run_dir: Path, per_sentence_json: Path, rng: numpy.random.Generator) -> dict:
     """DEVSEL against the English dev pick for one student, over HALVINGS halvings of its dev set."""
     per_sentence = json.loads(per_sentence_json.read_text())["raw_text"]
-    counts = numpy.stack([numpy.asarray(per_sentence[f"s{step}"], dtype=numpy.int64).reshape(-1, 3) for step in CANDIDATES])
+    candidates = candidate_steps([int(name[1:]) for name in per_sentence if name[:1] == "s" and name[1:].isdigit()])
+    counts = numpy.stack([numpy.asarray(per_sentence[f"s{step}"], dtype=numpy.int64).reshape(-1, 3) for step in candidates])
     n = counts.shape[1]
     halves = numpy.zeros((HALVINGS, n), dtype=bool)
     for row in halves:
         row[rng.permutation(n)[: n // 2]] = True
-    picks = halving_picks(counts, halves)
-    english = CANDIDATES.index(english_dev_pick(run_dir))
-    on_b = f1(numpy.einsum("hs,csk->hck", (~halves).astype(numpy.int64), counts))  # (halvings, candidates)
+    picks = best_later_on_tie(subset_f1(counts, halves))
+    english = candidates.index(english_dev_pick(run_dir, candidates))
+    on_b = subset_f1(counts, ~halves)
     gain = on_b[numpy.arange(HALVINGS), picks] - on_b[:, english]
-    whole = f1(counts.sum(axis=1))
+    whole = subset_f1(counts, numpy.ones((1, n), dtype=bool))
     return {
         "sentences": int(n),
-        "english_dev_pick": CANDIDATES[english],
-        "whole_dev_f1": {str(step): round(float(score), 2) for step, score in zip(CANDIDATES, whole)},
-        "devsel_pick_on_the_whole_dev_set": int(CANDIDATES[len(CANDIDATES) - 1 - int(numpy.argmax(whole[::-1]))]),
-        "devsel_picks_on_half_a": {str(step): int((picks == i).sum()) for i, step in enumerate(CANDIDATES)},
+        "english_dev_pick": candidates[english],
+        "whole_dev_f1": {str(step): round(float(score), 2) for step, score in zip(candidates, whole[0])},
+        "devsel_pick_on_the_whole_dev_set": candidates[int(best_later_on_tie(whole)[0])],
+        "devsel_picks_on_half_a": {str(step): int((picks == i).sum()) for i, step in enumerate(candidates)},
         "held_out_gain_mean": round(float(gain.mean()), 2),
         "held_out_gain_percentiles_2_5_97_5": [round(float(q), 2) for q in numpy.percentile(gain, [2.5, 97.5])],
         "share_of_halvings_lower": round(float((gain < 0).mean()), 3),
