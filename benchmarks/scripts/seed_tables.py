@@ -1,6 +1,6 @@
 """The tables of the final runs, gathered from each run's own results file: what shipped
 per language and seed, the summary per language, and the acceptance bars over the seeds.
-A gathering file (default-seeds.json, mindrop-seeds.json) names its languages ("langs",
+A gathering file (default-seeds.json, shipped-default-seeds.json) names its languages ("langs",
 the first language of each run first), the runs ("sources": seed -> results file), the
 guard's `max_dev_drop` per seed and "guard_now" (post-hoc scores of the guard as it is
 now); for the acceptance bars also "seeds_planned" (the seeds a bar needs) and

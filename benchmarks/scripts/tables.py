@@ -310,12 +310,15 @@ COMPUTED = {
     "mindrop-seeds/fi": lambda r: language_table(r, "fi"),
     "mindrop-seeds/de": lambda r: language_table(r, "de"),
     "mindrop-seeds/es": lambda r: language_table(r, "es"),
-    # the default with SKIP-FIRST (MINDROP from the second half of stage 2), as it ships
+    # the default with SKIP-FIRST (MINDROP from the second half of stage 2) on every language
     "skip-first-seeds/summary": summary_table,
-    "skip-first-seeds/acceptance": acceptance_table,
     "skip-first-seeds/fi": lambda r: language_table(r, "fi"),
     "skip-first-seeds/de": lambda r: language_table(r, "de"),
     "skip-first-seeds/es": lambda r: language_table(r, "es"),
+    # the default as it ships: SKIP-FIRST for Finnish and German, DEVSEL for Spanish
+    "shipped-default-seeds/summary": summary_table,
+    "shipped-default-seeds/acceptance": acceptance_table,
+    "shipped-default-seeds/es": lambda r: language_table(r, "es"),
     # score maps on fi/dev (Finnish models) and held-out es/dev (Spanish students)
     "score-map-dev/finnish": score_map_finnish,
     "score-map-dev/spanish": score_map_spanish,
