@@ -44,7 +44,7 @@ def select_checkpoint_command(
     from thinc.api import require_gpu
 
     from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
-    from spacy_maral.evaluation.guard import source_dev_f
+    from spacy_maral.evaluation.guard import dev_f1
     from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.training.selection import select_runs, selection_dev
     from spacy_maral.util import Printer
@@ -69,7 +69,7 @@ def select_checkpoint_command(
             dev.extend(docs[:dev_limit] if dev_limit > 0 else docs)
             if not dev:
                 raise ValueError(f"no sentences in {ranking.path}")
-        return source_dev_f(nlp, dev, ranking.lang, batch_size)
+        return dev_f1(nlp, dev, ranking.lang, batch_size)
 
     def progress(i: int, n: int, path: Path) -> None:
         msg.text(f"  [{i + 1}/{n}] {path}")

@@ -138,16 +138,17 @@ def drift_figures(teacher_ents: Entities, student_ents: Entities) -> Dict[str, O
     return {"target_entity_ratio": ratio, "target_label_shift": shift}
 
 
-def source_dev_f(nlp: Language, dev_docs: Sequence[Doc], source_lang: Optional[str] = None, batch_size: int = 64) -> float:
-    """A pipeline's entity F1 (points) on the raw text of gold source dev docs, exact
-    character offsets: the guard's dev figure, and what `select-checkpoint` ranks.
+def dev_f1(nlp: Language, dev_docs: Sequence[Doc], lang: Optional[str] = None, batch_size: int = 64) -> float:
+    """A pipeline's entity F1 (points) on the raw text of gold dev docs, exact character
+    offsets: the guard's source dev figure, and what `select-checkpoint` ranks (English
+    dev, or the development language's own dev set).
 
     nlp (Language): the pipeline.
-    dev_docs (Sequence[Doc]): gold source dev docs.
-    source_lang (Optional[str]): tokenizer rules for the text; None = the pipeline's own.
+    dev_docs (Sequence[Doc]): gold dev docs.
+    lang (Optional[str]): tokenizer rules for the text; None = the pipeline's own.
     batch_size (int): texts per batch.
     """
-    with tokenizer_rules(nlp, source_lang):
+    with tokenizer_rules(nlp, lang):
         return 100.0 * float(evaluate_raw_text(nlp, dev_docs, batch_size=batch_size, count_unreachable=False)["ents_f"])
 
 
@@ -173,7 +174,7 @@ def check_student(
     RETURNS (GuardReport): the figures and the problems found (none: trusted).
     """
     limits = thresholds or GuardThresholds()
-    dev_f = {name: source_dev_f(nlp, dev_docs, source_lang, batch_size) for name, nlp in (("teacher", teacher), ("student", student))}
+    dev_f = {name: dev_f1(nlp, dev_docs, source_lang, batch_size) for name, nlp in (("teacher", teacher), ("student", student))}
     with tokenizer_rules(student, source_lang):
         cosine = float(span_class_geometry(student, dev_docs, batch_size=batch_size)["max_cosine"])
     teacher_ents = target_entities(teacher, target_texts, batch_size=batch_size)
