@@ -477,6 +477,7 @@ def test_pseudo_label_on_ray_is_bit_identical(trained_dir, tmp_path, ray_instanc
     assert shards == sorted(p.name for p in (tmp_path / "ray").glob("shard-*.spacy"))
     for name in shards:
         assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+    # the summary holds the entity counts and the shards written: equal files, equal counts
     assert (tmp_path / "ray" / "summary.json").read_text() == (tmp_path / "local" / "summary.json").read_text()
     docs = [d for name in shards for d in DocBin().from_disk(tmp_path / "local" / name).get_docs(teacher.vocab)]
     assert [d.text for d in docs] == CORPUS  # the corpus order, whatever the batches

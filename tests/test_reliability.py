@@ -29,8 +29,8 @@ from spacy_maral.inference.lock import FolderInUseError, folder_lock
 ENV = {**os.environ, "COLUMNS": "300", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 SENTENCES = [s for s, _ in TRAIN_SENTENCES]
 
-# a pipeline component that sleeps on documents with "SLOW" (so that a run is still going
-# when a second one starts); a child process registers it with `-c` before calling the CLI
+# a pipeline component that sleeps on documents with "SLOW" where SLEEPY=1 (so that a run is
+# still going when a second one starts); a child process registers it before calling the CLI
 SLEEPY = """
 import os, sys, time
 import spacy
