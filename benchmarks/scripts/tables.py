@@ -323,7 +323,6 @@ COMPUTED = {
     "score-map-dev/finnish": score_map_finnish,
     "score-map-dev/spanish": score_map_spanish,
     # the bare length-sorted encoder against annotate end to end
-    "test-suite-workers/now": lambda r: stored_rows(r, "now", (0, 1, 2)),
     "annotate-throughput/against-the-encoder": lambda r: stored_rows(r, "host-side", (2, 4)),
 }
 
