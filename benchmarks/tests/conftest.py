@@ -48,3 +48,8 @@ def ensemble_dev():
 @pytest.fixture(scope="module")
 def plots():
     return _script("plots")
+
+
+@pytest.fixture(scope="module")
+def snapavg_screen():
+    return _script("snapavg_screen")
