@@ -40,7 +40,7 @@ def case(screen: Path, lang: str, project: Path, cache: Path) -> dict:
         logits, classes, correct = entity_rows(model, dev, lang, 0, 10**9, cache)
         ece_at[name] = {str(t): ece(tempered_scores(logits, classes, t), correct) for t in GRID}
     return {
-        "dev": dev.name,
+        "dev": f"{lang}/dev, sentences 1,001 on" if dev.name == "es-dev-held-out.conll" else f"{lang}/dev",
         "sentences": int(numpy.asarray(per_sentence["teacher"]).reshape(-1, 3).shape[0]),
         "f1": {name: round(100 * results[name]["raw_text"]["ents_f"], 2) for name in ("teacher", "pick", "avg")},
         "pick_vs_teacher": gain(per_sentence, "pick", "teacher"),
@@ -89,7 +89,7 @@ def tables(cases: Dict[str, dict]) -> dict:
     rows = []
     for name, c in cases.items():
         g = c["guard_on_avg"]
-        rows.append([name, c["dev"], c["f1"]["teacher"], c["f1"]["pick"], c["f1"]["avg"], interval(c["pick_vs_teacher"]),
+        rows.append([name, c["dev"], *(f"{c['f1'][m]:.2f}" for m in ("teacher", "pick", "avg")), interval(c["pick_vs_teacher"]),
                      interval(c["avg_vs_teacher"]), interval(c["avg_vs_pick"]),
                      f"{c['ece_at_temperature']['pick'][str(CONSTANT)]:.3f} / {c['ece_at_temperature']['avg'][str(CONSTANT)]:.3f}",
                      f"{'trusted' if g['trusted'] else 'distrusted'} (agreement {g['agreement_f']:.2f}, shift {g['label_shift']:.3f})"])
