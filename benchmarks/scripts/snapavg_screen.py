@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Dict, List
 
 import numpy
+from paired_bootstrap import take_option
 from score_map_screen import ece, entity_rows
 from stop_screen import gain, interval, provenance, take_commit
 
@@ -97,22 +98,20 @@ def tables(cases: Dict[str, dict]) -> dict:
                      interval(c["avg_vs_teacher"]), interval(c["avg_vs_pick"]),
                      f"{c['ece_at_temperature']['pick'][str(CONSTANT)]:.3f} / {c['ece_at_temperature']['avg'][str(CONSTANT)]:.3f}",
                      f"{'trusted' if g['trusted'] else 'distrusted'} (agreement {g['agreement_f']:.2f}, shift {g['label_shift']:.3f})"])
-    grid = [[name] + [f"{c['ece_at_temperature'][m][str(t)]:.3f}" for t in GRID] for name, c in cases.items() for m in ("pick", "avg")]
-    grid_names = [f"{name} {m}" for name in cases for m in ("pick", "avg")]
+    grid = [[f"{name} {m}"] + [f"{c['ece_at_temperature'][m][str(t)]:.3f}" for t in GRID]
+            for name, c in cases.items() for m in ("pick", "avg")]
     return {
         "screen": {"columns": ["case", "dev set", "teacher", "pick", "SNAPAVG", "pick - teacher [95%]", "SNAPAVG - teacher [95%]",
                                "SNAPAVG - pick [95%]", "ECE at T = 2.0, pick / SNAPAVG", "guard on SNAPAVG"], "rows": rows},
         "temperature": {"columns": ["model"] + [f"ECE at T = {t}" for t in GRID],
-                        "rows": [[label] + row[1:] for label, row in zip(grid_names, grid)]},
+                        "rows": grid},
     }
 
 
 def main(argv: List[str]) -> None:
     commit, argv = take_commit(argv)
-    cache = Path("benchmarks/cache/snapavg")
-    if "--cache" in argv:
-        i = argv.index("--cache")
-        cache, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
+    cache, argv = take_option(argv, "--cache", "benchmarks/cache/snapavg")
+    cache = Path(cache)
     out = Path(argv[0])
     cases = {}
     for arg in argv[1:]:

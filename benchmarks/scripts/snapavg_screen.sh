@@ -23,9 +23,12 @@ pwd > "$OUT/project"  # where snapavg_screen.py finds the pick
 for L in "${LANGS[@]}"; do
   RUN=training/adapt-$L/student-s$SEED
   DEV=$DATA/$L/dev.conll
-  if [ "$L" = es ]; then  # the held-out part: blank-line-separated sentences 1,001 on
+  if [ "$L" = es ]; then  # the held-out part: sentences 1,001 on, as the corpus converter reads them
     DEV=$OUT/es-dev-held-out.conll
-    "$PY" -c "import sys; b=open(sys.argv[1], encoding='utf8').read().strip('\n').split('\n\n'); open(sys.argv[2], 'w', encoding='utf8').write('\n\n'.join(b[1000:]) + '\n')" "$DATA/es/dev.conll" "$DEV"
+    "$PY" -c "import itertools, pathlib, sys
+from spacy_maral.corpora.conll import read_conll
+from spacy_maral.corpora.writer import docs_to_conll
+pathlib.Path(sys.argv[2]).write_text(docs_to_conll(itertools.islice(read_conll(sys.argv[1]), 1000, None)), encoding='utf8')" "$DATA/es/dev.conll" "$DEV"
   fi
   echo "$(date -u +%T) $L: average"
   "$PY" -m spacy_maral average --snapshots "$RUN/snapshots" --from-step 500 "$RUN/model-last" --output "$OUT/avg-$L"

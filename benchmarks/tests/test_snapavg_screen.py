@@ -3,12 +3,17 @@
 import pytest
 
 
+def with_grid(pick, avg=None) -> dict:
+    """ECE of pick and avg at each temperature of the grid (avg: the pick's where not given)."""
+    temperatures = ("1.5", "2.0", "2.5", "3.0", "3.5")
+    return {"ece_at_temperature": {"pick": dict(zip(temperatures, pick)), "avg": dict(zip(temperatures, avg or pick))}}
+
+
 def make_case(pick_gain, pick_low, avg_gain, avg_low, pick_ece, avg_ece, f1=(60.0, 60.0)) -> dict:
-    grid = lambda value: {str(t): value for t in (1.5, 2.0, 2.5, 3.0, 3.5)}  # noqa: E731
     return {
         "pick_vs_teacher": {"difference": pick_gain, "difference_95ci": [pick_low, pick_gain + 2]},
         "avg_vs_teacher": {"difference": avg_gain, "difference_95ci": [avg_low, avg_gain + 2]},
-        "ece_at_temperature": {"pick": grid(pick_ece), "avg": grid(avg_ece)},
+        **with_grid([pick_ece] * 5, [avg_ece] * 5),
         "f1": {"pick": f1[0], "avg": f1[1]},
     }
 
@@ -45,11 +50,6 @@ def test_snapavg_refused_on_one_condition(snapavg_screen, kwargs, failed) -> Non
 def test_snapavg_within_the_tolerances(snapavg_screen) -> None:
     rule = snapavg_screen.snapavg_rule(cases(fi_avg_ece=0.089, es_avg_f1=69.1))  # ECE +0.0045, F1 -0.45
     assert rule["adopted"]
-
-
-def with_grid(pick, avg=None) -> dict:
-    temperatures = ("1.5", "2.0", "2.5", "3.0", "3.5")
-    return {"ece_at_temperature": {"pick": dict(zip(temperatures, pick)), "avg": dict(zip(temperatures, avg or pick))}}
 
 
 def test_tpool_takes_the_lowest_mean_and_needs_a_margin(snapavg_screen) -> None:
