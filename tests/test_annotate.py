@@ -11,10 +11,12 @@ tests instead of skipping them.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import List
@@ -275,7 +277,10 @@ def test_ray_and_local_processes_equal_the_local_engine(trained_dir, tmp_path, r
     local = run_annotate(trained_dir, corpus, tmp_path / "local", **settings)
     # the Ray run's input is a URI (pyarrow's filesystem: what s3:// and gs:// go through),
     # read by the actors; a plain path on Ray is test_killed_ray_run_resumes's input
-    on_ray = run_annotate(trained_dir, corpus.resolve().as_uri(), tmp_path / "ray", engine="ray", num_actors=2, **settings)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        on_ray = run_annotate(trained_dir, corpus.resolve().as_uri(), tmp_path / "ray", engine="ray", num_actors=2, **settings)
+    assert not [w for w in caught if "ray_remote_args" in str(w.message)]  # the engine's own call warns nothing
     assert on_ray.engine == "ray" and on_ray.n_workers == 2 and len(on_ray.workers) == 2  # both actors worked
     assert local.documents == on_ray.documents == len(CORPUS) and local.entities == on_ray.entities
     reference = table_of(tmp_path / "local")
@@ -467,6 +472,10 @@ def test_pseudo_label_on_ray_is_bit_identical(trained_dir, tmp_path, ray_instanc
                    "--engine", "ray", "--num-actors", "2")
     assert proc.returncode == 0, proc.stderr
     assert "40 sentences (4 shards written" in proc.stdout and "engine: ray, 2 actors" in proc.stdout
+    per_actor = re.search(r"shards labelled per actor: ([\d, ]+)\)", proc.stdout)
+    assert per_actor, proc.stdout
+    counts = [int(n) for n in per_actor.group(1).split(",")]
+    assert len(counts) == 2 and sum(counts) == 4 and min(counts) >= 1  # both actors labelled shards
     assert local.shards_written == 4
     # the counts of the teacher's own entities, found here in one batched pipe
     expected = Counter(span.label_ for doc in teacher.pipe(CORPUS, batch_size=8) for span in doc.spans["maral"])

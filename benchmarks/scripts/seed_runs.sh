@@ -35,7 +35,7 @@
 #
 # Environment: RUNS (runs/protocol), DATA (the CoNLL folder, LANG/{train,dev,test}.conll:
 # the Makefile's DATA; default ../project/sample, the sample corpus, for a smoke test),
-# CORPUS (../project/corpus, where the product's convert writes), PY (../.venv/bin/python),
+# CORPUS (../project/corpus, where the product's convert writes), PY (the repository's .venv python),
 # ENCODER (../project/encoders/multilingual-e5-small), GPU (-1), THREADS (1: torch threads
 # a run); the budgets default to the protocol's (a smoke test may shrink them): STEPS1
 # (1800), EVAL1 (450), STEPS2 (800), EVAL2 (200), TARGET_DOCS (800), EPOCHS2 (8),
@@ -52,7 +52,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-runs/protocol}
 DATA=${DATA:-../project/sample}
 CORPUS=${CORPUS:-../project/corpus}
-if [ -z "${PY:-}" ]; then if [ -x ../.venv/bin/python ]; then PY=../.venv/bin/python; else PY=python3; fi; fi
+. "$(dirname "$SELF")/python.sh"  # PY
 ENCODER=${ENCODER:-../project/encoders/multilingual-e5-small}
 GPU=${GPU:--1}
 THREADS=${THREADS:-1}

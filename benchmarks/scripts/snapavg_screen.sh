@@ -16,7 +16,7 @@
 set -euo pipefail
 PROJECT=$1; SEED=$2; DATA=$(realpath "$3"); OUT=$(realpath -m "$4"); shift 4
 if [ $# -gt 0 ]; then LANGS=("$@"); else LANGS=(fi es); fi
-PY=$(cd "$(dirname "$0")/../.." && pwd)/.venv/bin/python  # not realpath: it would resolve the venv's python link to the base interpreter
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"  # PY
 mkdir -p "$OUT"
 cd "$PROJECT"
 pwd > "$OUT/project"  # where snapavg_screen.py finds the pick

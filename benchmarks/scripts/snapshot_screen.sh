@@ -12,7 +12,7 @@
 # beside them (e.g. fallback=training/fallback-fi/model). Needs the repository's .venv.
 set -euo pipefail
 PROJECT=$1; SEED=$2; L=$3; DATA=$4; OUT=$(realpath -m "$5"); shift 5
-PY=$(cd "$(dirname "$0")/../.." && pwd)/.venv/bin/python  # not realpath: it would resolve the venv's python link to the base interpreter
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"  # PY
 mkdir -p "$OUT/guard"
 cd "$PROJECT"
 echo "$(date -u +%T) train seed $SEED ($L)"

@@ -95,7 +95,8 @@ def pseudo_label_command(
         msg.fail(f"pseudo-label failed: {err}", exits=1)
     msg.text(f"{stats.sentences} sentences ({stats.shards_written} shards written, {stats.shards_kept} kept from an earlier run)")
     if engine == "ray":
-        msg.text(f"engine: ray, {n_workers} actors")
+        per_actor = ", ".join(str(n) for _, n in sorted(stats.shards_per_worker.items()))
+        msg.text(f"engine: ray, {n_workers} actors (shards labelled per actor: {per_actor or 'none'})")
     for label, n in sorted(stats.entities.items()):
         msg.text(f"  {label:<10} {n:>8} pseudo-labelled entity spans")
     if members:

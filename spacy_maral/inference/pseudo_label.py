@@ -117,6 +117,7 @@ class PseudoLabelStats:
     entities: Counter = field(default_factory=Counter)
     diagnostic_gold: int = 0
     agreed: int = 0
+    shards_per_worker: Counter = field(default_factory=Counter)  # worker pid -> shards it labelled here
 
     def add(self, counts: ShardCounts, kept: bool) -> None:
         """Count a shard: kept from an earlier run, or written by this one."""
@@ -131,6 +132,8 @@ class PseudoLabelStats:
         self.agreed += counts.agreed
 
     def to_dict(self) -> Dict[str, object]:
+        """What summary.json records: the same whichever engine and workers labelled the
+        shards (shards_per_worker, process ids, stays out)."""
         return {
             "sentences": self.sentences, "skipped_sentences_from_finished_shards": self.skipped_sentences,
             "shards_written": self.shards_written, "shards_kept": self.shards_kept,
@@ -255,6 +258,7 @@ class ShardLabelling:
         identity = {**shard_identity(self.run_digest, shard.payload), "shard_sha256": hashlib.sha256(labelled.shard).hexdigest()}
         atomic_write_text(sidecar_path(shard.path), json.dumps(identity, indent=2))  # after the shard: see _complete_shard
         self._count(labelled.counts, kept=False)
+        self.stats.shards_per_worker[done.worker.pid] += 1
 
     def _count(self, counts: ShardCounts, kept: bool) -> None:
         self.stats.add(counts, kept)

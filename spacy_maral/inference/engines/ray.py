@@ -21,6 +21,7 @@ import logging
 import os
 import pickle
 import socket
+import warnings
 from dataclasses import replace
 from types import ModuleType
 from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
@@ -213,11 +214,15 @@ class RayEngine:
         # Ray Data's default of 4 lets the first actor ready take most of a short run)
         pool = ray.data.ActorPoolStrategy(min_size=max(1, min(self.n_actors, self.room)), max_size=self.n_actors,
                                           max_tasks_in_flight_per_actor=IN_FLIGHT_PER_ACTOR)
-        ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
-            _TaskActor, fn_constructor_kwargs={"spec": self.spec, "task": task, "settings": settings},
-            batch_size=1, compute=pool, num_cpus=self.cpus_per_actor, num_gpus=self.gpus_per_actor or None,
-            max_restarts=self.max_retries, max_task_retries=self.max_retries,
-        )
+        with warnings.catch_warnings():
+            # the actors' restarts have no named parameter in Ray Data (2.60 warns that its
+            # **ray_remote_args go in 2.64; the extra's range stops below 2.64)
+            warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated", category=DeprecationWarning)
+            ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
+                _TaskActor, fn_constructor_kwargs={"spec": self.spec, "task": task, "settings": settings},
+                batch_size=1, compute=pool, num_cpus=self.cpus_per_actor, num_gpus=self.gpus_per_actor or None,
+                max_restarts=self.max_retries, max_task_retries=self.max_retries,
+            )
         try:
             for row in ds.iter_rows():
                 yield keys.pop(int(row["index"])), pickle.loads(row["result"])
