@@ -8,7 +8,7 @@ setup(
     long_description=open("README.md", encoding="utf8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["spacy_maral", "spacy_maral.*"]),
-    python_requires=">=3.9",
+    python_requires=">=3.10",  # torch 2.13
     # What the code needs, as ranges; the exact versions that CI and the workflow run
     # with are pinned in constraints.txt (the Makefile installs with it).
     install_requires=[
@@ -35,8 +35,8 @@ setup(
         "dev": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6", "build>=1.0", "matplotlib>=3.7", "ruff>=0.5"],
         "bench": ["matplotlib>=3.7"],
         # annotate / pseudo-label --engine ray: Ray Data (override_num_blocks from 2.10; ray_remote_args, for
-        # the actors' restarts, goes in 2.64); Python 3.10+ for 2.60
-        "ray": ["ray[data]>=2.10,<2.64; python_version >= '3.10'"],
+        # the actors' restarts, goes in 2.64)
+        "ray": ["ray[data]>=2.10,<2.64"],
     },
     entry_points={
         "spacy_factories": [

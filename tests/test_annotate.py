@@ -6,7 +6,7 @@ local, multi-process and Ray engines giving the same rows; a killed run resuming
 teacher's soft labels from Ray actors bit-identical to the local engine's.
 
 The Ray tests run on a local Ray instance of 2 CPUs. Ray is an optional extra
-(spacy-maral[ray]); the Makefile installs it, and under CI a missing ray fails these
+(the [ray] extra); the Makefile installs it, and under CI a missing ray fails these
 tests instead of skipping them.
 """
 import json

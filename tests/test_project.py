@@ -437,6 +437,23 @@ def test_project_assets_are_checksummed_public_conll_files() -> None:
         assert f"assets/en/{split}.conll" in dests
 
 
+def test_the_languages_step_runs_whatever_its_lock_entry_says(tmp_path) -> None:
+    """weasel skips a step whose lock entry (script, deps, outputs) is unchanged; the
+    `languages` step's deps cannot name each language's text ({lang} is filled in by the
+    command), so a changed text would be skipped: the step always runs, and the command
+    keeps what is finished by its own fingerprints."""
+    import srsly
+    from weasel.cli.run import check_rerun, get_lock_entry
+    from weasel.util import load_project_config
+
+    config = load_project_config(REPO / "project")
+    command = next(c for c in config["commands"] if c["name"] == "languages")
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "languages.json").write_text("{}")
+    srsly.write_yaml(tmp_path / "project.lock", {"languages": get_lock_entry(tmp_path, command)})
+    assert check_rerun(tmp_path, command), "an unchanged lock entry skips the languages step"
+
+
 @pytest.mark.parametrize("target", ["de", "es"])
 def test_make_conll_defaults_ensemble_and_student_temperature(target, tmp_path) -> None:
     """make conll's defaults: three teachers, no soup, and the student's temperature by the rule

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Dict, List, Sequence
 
 import numpy
-from stop_screen import f1, provenance, take_commit
+from paired_bootstrap import f1
+from stop_screen import provenance, take_commit
 
 from spacy_maral.training.selection import SKIP_FIRST, first_candidate_step
 

@@ -49,6 +49,32 @@ def f1(counts: numpy.ndarray) -> numpy.ndarray:
     return numpy.where(n_pred + n_gold > 0, 2 * tp / numpy.maximum(n_pred + n_gold, 1), 0.0)
 
 
+def resampled_difference(a: numpy.ndarray, b: numpy.ndarray, samples: int = 2000):
+    """F1 of A minus B (fractions): on all sentences, and on each of `samples` paired
+    resamples of them (numpy seed 0).
+
+    a, b (numpy.ndarray): per-sentence (tp, predicted, gold) counts, (sentences, 3), paired.
+    RETURNS (Tuple[float, numpy.ndarray]): the difference, and the resamples' differences.
+    """
+    idx = numpy.random.default_rng(0).integers(0, len(a), size=(samples, len(a)))
+    return float(f1(a.sum(axis=0)) - f1(b.sum(axis=0))), f1(a[idx].sum(axis=1)) - f1(b[idx].sum(axis=1))
+
+
+def difference(per_sentence: dict, a: str, b: str, samples: int = 2000) -> dict:
+    """Raw-text F1 of `a` minus `b` in points, with the 95% interval of the paired bootstrap.
+
+    per_sentence (dict): model name -> its per-sentence counts, flat or (sentences, 3)
+        (`evaluate`'s per_sentence.json, its "raw_text").
+    a, b (str): the two models' names.
+    samples (int): resamples.
+    RETURNS (dict): {"difference": points, "difference_95ci": [low, high]}, two decimals.
+    """
+    x, y = (numpy.asarray(per_sentence[n], dtype=numpy.int64).reshape(-1, 3) for n in (a, b))
+    point, diff = resampled_difference(x, y, samples)
+    return {"difference": round(100 * point, 2),
+            "difference_95ci": [round(100 * float(v), 2) for v in numpy.percentile(diff, [2.5, 97.5])]}
+
+
 def take_option(argv: list, flag: str, default):
     """(the value after flag, or default; argv without the flag and its value)."""
     if flag not in argv:
@@ -77,15 +103,12 @@ def main(argv) -> None:
         (name_a, model_a), (name_b, model_b) = (x.split("=", 1) for x in argv[2:4])
         gold = list(DocBin().from_disk(test).get_docs(spacy.blank("xx").vocab))
         a, b = sentence_counts(model_a, gold), sentence_counts(model_b, gold)
-    rng = numpy.random.default_rng(0)
     n = len(a)
-    idx = rng.integers(0, n, size=(samples, n))
-    fa, fb = f1(a[idx].sum(axis=1)), f1(b[idx].sum(axis=1))
-    diff = fa - fb
+    point, diff = resampled_difference(a, b, samples)
     result = {
         "test": test if test_b in (None, test) else [test, test_b], "sentences": n, "samples": samples,
         name_a: round(100 * float(f1(a.sum(axis=0))), 2), name_b: round(100 * float(f1(b.sum(axis=0))), 2),
-        "difference": round(100 * float(f1(a.sum(axis=0)) - f1(b.sum(axis=0))), 2),
+        "difference": round(100 * point, 2),
         "difference_95ci": [round(100 * float(x), 2) for x in numpy.percentile(diff, [2.5, 97.5])],
         f"share_{name_a}_better": round(float((diff > 0).mean()), 3),
     }

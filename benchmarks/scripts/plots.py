@@ -13,7 +13,6 @@ small PNG (figsize of a few inches, dpi 100) named in PLOTS; BENCHMARKS.md links
 - speed.png: prediction speed (words/s) by precision and threads on the one CPU kind
   measured, and what the length-sorted sub-batches and bf16 add over the plain fp32 pipeline.
 """
-import json
 import sys
 from pathlib import Path
 from statistics import mean
@@ -22,24 +21,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from results_io import ROOT, bootstrap_of, load_result  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
 OUT = ROOT / "benchmarks" / "plots"
 DPI = 100
 LANGS = {"de": "German (de/test)", "es": "Spanish (es/test)"}
 COLORS = ("#4477aa", "#ee6677", "#228833", "#ccbb44")
-
-
-def load(claim: str) -> dict:
-    return json.loads((RESULTS / f"{claim}.json").read_text(encoding="utf8"))
-
-
-def _bootstrap(result: dict, seed: int, lang: str, a: str, b: str) -> dict:
-    found = [x for x in result["bootstraps"] if (x["seed"], x["lang"], x["a"], x["b"]) == (seed, lang, a, b)]
-    if not found:
-        raise ValueError(f"no bootstrap {a} - {b} for seed {seed}, {lang}")
-    return found[0]
 
 
 def _save(fig, out: Path, name: str) -> Path:
@@ -53,11 +40,11 @@ def _save(fig, out: Path, name: str) -> Path:
 
 def plot_gain(out: Path) -> Path:
     """Student minus teacher per seed (95% interval) and the mean over the seeds."""
-    result = load("three-seed-ensemble")
+    result = load_result("three-seed-ensemble")
     student = result["default"]
     fig, ax = plt.subplots(figsize=(5.6, 3.2))
     for i, lang in enumerate(result["langs"]):
-        boots = [_bootstrap(result, s, lang, student, "teacher") for s in result["seeds"]]
+        boots = [bootstrap_of(result, s, lang, student, "teacher") for s in result["seeds"]]
         for j, (seed, b) in enumerate(zip(result["seeds"], boots)):
             x = i + (j - (len(boots) - 1) / 2) * 0.18
             lo, hi = b["ci95"]
@@ -97,7 +84,7 @@ def plot_calibration(out: Path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2), sharey=True)
     kinds = ("es/dev, T = 1", "es/dev, stored T", "test set, stored T")
     for ax, (claim, title) in zip(axes, panels):
-        groups = _ece_groups(load(claim))
+        groups = _ece_groups(load_result(claim))
         for g, (_, *values) in enumerate(groups):
             for k, seeds in enumerate(values):
                 x = g + (k - 1) * 0.27
@@ -114,7 +101,7 @@ def plot_calibration(out: Path) -> Path:
 def plot_speed(out: Path) -> Path:
     """Words per second of the packaged pipeline by precision and threads, and the
     one-thread gains of sub-batching and bf16 over the plain fp32 pipeline."""
-    result = load("bf16-precision")
+    result = load_result("bf16-precision")
     measured = result["measurements"]
     speed = measured["packaged"]["words_per_second"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.2), gridspec_kw={"width_ratios": [3, 2]})

@@ -18,6 +18,15 @@ def interval(x: dict, key: str = "ci95") -> str:
     return f"{signed(x['difference'])} [{signed(x[key][0])}, {signed(x[key][1])}]"
 
 
+def bootstrap_of(result: dict, seed: int, lang: str, a: str, b: str) -> dict:
+    """The paired bootstrap of `a` minus `b` at `seed` on `lang` among a results file's
+    "bootstraps"."""
+    for x in result["bootstraps"]:
+        if (x["seed"], x["lang"], x["a"], x["b"]) == (seed, lang, a, b):
+            return x
+    raise ValueError(f"no bootstrap {a} - {b} for seed {seed}, {lang}")
+
+
 def load_result(claim: str) -> dict:
     path = RESULTS / f"{claim}.json"
     if not path.exists():

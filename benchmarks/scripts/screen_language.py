@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy
+from paired_bootstrap import difference
 
 PY = [sys.executable, "-m", "spacy_maral"]
 
@@ -23,22 +23,6 @@ PY = [sys.executable, "-m", "spacy_maral"]
 def run(argv) -> None:
     print("$", " ".join(str(a) for a in argv), flush=True)
     subprocess.run([str(a) for a in argv], check=True)
-
-
-def bootstrap(counts: dict, a: str, b: str, samples: int = 2000) -> dict:
-    """Paired bootstrap of raw-text F1 over sentences (a - b), as paired_bootstrap.py."""
-    x, y = (numpy.asarray(counts[n], dtype=numpy.int64).reshape(-1, 3) for n in (a, b))
-    rng = numpy.random.default_rng(0)
-    idx = rng.integers(0, len(x), size=(samples, len(x)))
-
-    def f1(c):
-        return numpy.where(c[..., 1] + c[..., 2] > 0, 2 * c[..., 0] / numpy.maximum(c[..., 1] + c[..., 2], 1), 0.0)
-
-    diff = f1(x[idx].sum(axis=1)) - f1(y[idx].sum(axis=1))
-    return {
-        "difference": round(100 * float(f1(x.sum(axis=0)) - f1(y.sum(axis=0))), 2),
-        "difference_95ci": [round(100 * float(v), 2) for v in numpy.percentile(diff, [2.5, 97.5])],
-    }
 
 
 def main(argv) -> None:
@@ -66,7 +50,7 @@ def main(argv) -> None:
         raw = results[name]["raw_text"]
         row = {"f1": round(100 * raw["ents_f"], 2), "ece": raw.get("calibration", {}).get("ece")}
         if name != "teacher":
-            row["vs_teacher"] = bootstrap(counts, name, "teacher")
+            row["vs_teacher"] = difference(counts, name, "teacher")
         table[name] = row
     summary = {"lang": lang, "dev": str(dev.name), "sentences": len(counts["teacher"]), "models": table,
                "guard": {k: v for k, v in guard.items() if k not in ("teacher", "student", "chosen_path")}}

@@ -7,7 +7,7 @@ SCREEN_DIR is what snapavg_screen.sh wrote for one run: LANG-dev.json (evaluate'
 the teacher, the student the workflow made, `pick`, and SNAPAVG's mean, `avg`) with its
 per-sentence counts beside it (the dev set's path is in LANG-dev.json), avg-LANG,
 guard-avg-LANG.json and `project`, the run's project folder, where the pick is. For each language and run: F1 on the dev set (raw text,
-exact character offsets), the paired bootstrap (2,000 resamples, stop_screen.gain) of pick
+exact character offsets), the paired bootstrap (2,000 resamples, paired_bootstrap.difference) of pick
 and avg against the teacher and of avg against pick, ECE (10 bins) under the stored score
 maps, the guard's verdict on the mean, and ECE of pick and avg at each temperature of
 GRID. Then the two rules of the protocol entry.
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Dict, List
 
 import numpy
-from paired_bootstrap import take_option
+from paired_bootstrap import difference, take_option
 from score_map_screen import ece, entity_rows
-from stop_screen import gain, interval, provenance, take_commit
+from stop_screen import interval, provenance, take_commit
 
 from spacy_maral.pipeline.decoding import tempered_scores
 
@@ -44,9 +44,9 @@ def case(screen: Path, lang: str, project: Path, cache: Path) -> dict:
         "dev": f"{lang}/dev, sentences 1,001 on" if dev.name == "es-dev-held-out.conll" else f"{lang}/dev",
         "sentences": int(numpy.asarray(per_sentence["teacher"]).reshape(-1, 3).shape[0]),
         "f1": {name: round(100 * results[name]["raw_text"]["ents_f"], 2) for name in ("teacher", "pick", "avg")},
-        "pick_vs_teacher": gain(per_sentence, "pick", "teacher"),
-        "avg_vs_teacher": gain(per_sentence, "avg", "teacher"),
-        "avg_vs_pick": gain(per_sentence, "avg", "pick"),
+        "pick_vs_teacher": difference(per_sentence, "pick", "teacher"),
+        "avg_vs_teacher": difference(per_sentence, "avg", "teacher"),
+        "avg_vs_pick": difference(per_sentence, "avg", "pick"),
         "ece_stored_map": {name: round(results[name]["raw_text"]["calibration"]["ece"], 4) for name in ("teacher", "pick", "avg")},
         "ece_at_temperature": ece_at,
         "guard_on_avg": {"trusted": bool(guard["trusted"]), "agreement_f": round(guard["agreement_f"], 2),

@@ -19,25 +19,9 @@ import sys
 from pathlib import Path
 
 import numpy
+import results_io
+from paired_bootstrap import difference as gain  # F1 of a minus b, with its paired bootstrap interval
 from scipy.stats import spearmanr
-
-SAMPLES = 2000
-
-
-def f1(counts: numpy.ndarray) -> numpy.ndarray:
-    """Micro F1 from summed (tp, predicted, gold) counts (..., 3)."""
-    tp, n_pred, n_gold = counts[..., 0], counts[..., 1], counts[..., 2]
-    return numpy.where(n_pred + n_gold > 0, 2 * tp / numpy.maximum(n_pred + n_gold, 1), 0.0)
-
-
-def gain(per_sentence: dict, a: str, b: str) -> dict:
-    """F1 of a minus b in points, with the 95% interval of a paired bootstrap (seed 0)."""
-    x, y = (numpy.asarray(per_sentence[n], dtype=numpy.int64).reshape(-1, 3) for n in (a, b))
-    idx = numpy.random.default_rng(0).integers(0, len(x), size=(SAMPLES, len(x)))
-    diff = f1(x[idx].sum(axis=1)) - f1(y[idx].sum(axis=1))
-    point = float(f1(x.sum(axis=0)) - f1(y.sum(axis=0)))
-    low, high = numpy.percentile(diff, [2.5, 97.5])
-    return {"difference": round(100 * point, 2), "difference_95ci": [round(100 * float(low), 2), round(100 * float(high), 2)]}
 
 
 def seed_screen(run_dir: Path) -> dict:
@@ -105,9 +89,8 @@ def provenance(script: str, arguments: list, candidate: str, commit: str) -> dic
 
 
 def interval(g: dict) -> str:
-    """+1.23 [-0.45, +2.34]"""
-    low, high = g["difference_95ci"]
-    return f"{g['difference']:+.2f} [{low:+.2f}, {high:+.2f}]"
+    """+1.23 [-0.45, +2.34]: a gain (gain's result) and its interval."""
+    return results_io.interval(g, "difference_95ci")
 
 
 def label(model: str) -> str:

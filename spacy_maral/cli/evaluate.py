@@ -71,7 +71,7 @@ def evaluate_command(
     gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU to use (-1 = CPU)."),
     precision: Precision = precision_option(),
     guard: Optional[Path] = typer.Option(None, "--guard", help="A verdict of `spacy_maral guard`: the pipeline it chose to ship is scored too, as `shipped`, when it is none of MODELS (the guard's fallback); --output records which one shipped."),
-    if_exists: bool = typer.Option(False, "--if-exists", help="A TEST_PATH that does not exist is no test set: say so, write --output saying nothing was scored, and exit 0."),
+    if_exists: bool = typer.Option(False, "--if-exists", help="A TEST that does not exist is no test set: say so, write --output saying nothing was scored, and exit 0."),
 ) -> None:
     """Score pipelines side by side on a gold test set, on gold tokens and on raw text.
 

@@ -24,7 +24,7 @@ def pseudo_label_command(
     inference_tau: Optional[float] = typer.Option(None, "--inference-tau", help="Override the teacher's inference_tau (source prior weight in the decision rule); choose it on the source dev set."),
     ensemble: List[str] = typer.Option([], "--ensemble", help="Another teacher, a directory or installed package name (repeat for more): the soft labels come from the mean of all teachers' span probabilities, decoded once. Every teacher needs the same labels and max_width; the first one's tokenizer reads the corpus."),
     ensemble_from: Optional[Path] = typer.Option(None, "--ensemble-from", help="The teachers.json of `train-teachers`: its teachers join the ensemble (none listed: the teacher alone)."),
-    engine: Literal["local", "ray"] = typer.Option("local", "--engine", help="local: label in this process; ray: on Ray actors (pip install 'spacy-maral[ray]'), shard by shard, bit-identical output."),
+    engine: Literal["local", "ray"] = typer.Option("local", "--engine", help="local: label in this process; ray: on Ray actors (the [ray] extra: pip install '.[ray]'), shard by shard, bit-identical output."),
     address: Optional[str] = typer.Option(None, "--address", help="ray: the cluster to join ('auto': the one `ray start` runs here); default: start a local Ray instance for this run."),
     num_actors: int = typer.Option(0, "--num-actors", min=0, help="ray: actors, each loading the teacher once (0 = as many as the free CPUs/GPUs allow)."),
     cpus_per_actor: int = typer.Option(1, "--cpus-per-actor", min=1, help="ray: CPUs each actor reserves (its torch threads)."),

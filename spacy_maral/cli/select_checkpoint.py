@@ -36,9 +36,9 @@ def select_checkpoint_command(
     """Choose each student's checkpoint: of its snapshots and its model-last, the one with
     the highest F1 on raw text (on a tie, the later) on the source dev set DEV, or, for
     students of the development language (--target-lang equal to --target-dev-lang), on
-    that language's own dev set --target-dev. The snapshots of the first SKIP_FIRST of
+    that language's own dev set --target-dev. The snapshots of the first --skip-first of
     training are not candidates; a run without snapshots keeps its model-last. Writes
-    OUTPUT in the shape of students.json, each student's model its pick, with the rule and
+    --output in the shape of students.json, each student's model its pick, with the rule and
     every candidate's F1.
     """
     from thinc.api import require_gpu

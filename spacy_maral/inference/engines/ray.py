@@ -8,7 +8,7 @@ DocBin bytes. The results come back to the driver as they finish; the pool start
 with as many actors as the cluster's nodes can hold (up to `num_actors`), waits at most
 `ready_timeout` for them, and grows to `num_actors` as nodes join.
 
-Ray is optional (`pip install spacy-maral[ray]`); this module imports it lazily and
+Ray is optional (spacy-maral's [ray] extra: `pip install '.[ray]'` in its clone); this module imports it lazily and
 says how to install it when it is missing.
 
 Every failure ends, with a RuntimeError that says what happened (the partitions already
@@ -33,8 +33,8 @@ from spacy_maral.util import logger
 
 IN_FLIGHT_PER_ACTOR = 2
 RAY_MISSING = (
-    "the Ray engine needs the `ray` package: pip install 'spacy-maral[ray]' "
-    "(or pip install 'ray>=2.9,<3'), or use --engine local"
+    "the Ray engine needs the `ray` package: spacy-maral's [ray] extra (pip install '.[ray]' in its clone, "
+    "or pip install 'ray[data]>=2.10,<2.64'), or use --engine local"
 )
 
 
