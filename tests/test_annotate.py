@@ -315,7 +315,7 @@ def test_bad_input_counted_on_ray_is_the_local_error(tmp_path, ray_instance) -> 
 
 def test_missing_ray_is_a_clear_error(trained_dir, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
-    with pytest.raises(ImportError, match=r"spacy-maral\[ray\]"):
+    with pytest.raises(ImportError, match=r"\[ray\] extra \(pip install '\.\[ray\]'"):
         with make_engine("ray", trained_dir):
             pass
 
