@@ -16,7 +16,7 @@ from spacy_maral.bench.cli import app as bench_app
 from spacy_maral.cli import app
 from spacy_maral.cli._app import first_sentence
 from spacy_maral.evaluation.calibration import SCORE_MAPS
-from spacy_maral.pipeline.encoder_runtime import PRECISIONS
+from spacy_maral.pipeline.precision import PRECISIONS
 
 APPS = {"spacy_maral": app, "spacy_maral.bench": bench_app}
 GROUPS = {name: typer.main.get_command(a) for name, a in APPS.items()}

@@ -61,7 +61,7 @@ nlp.to_disk(out / "pipeline")
 import spacy_maral
 saved = {"module": spacy_maral.__file__, "predictions": old.predictions(nlp, json.loads(sys.argv[3]))}
 if hasattr(spacy_maral, "pipeline"):  # the callback's code: its own fp32 predictions, as load_pipeline gives them
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.encoder_runtime import load_pipeline  # where the old code had it
     saved["fp32"] = old.predictions(load_pipeline(out / "pipeline", precision="fp32"), json.loads(sys.argv[3]))
 (out / "predictions.json").write_text(json.dumps(saved))
 """
@@ -105,7 +105,7 @@ def test_pipeline_saved_with_the_runtime_callback_loads_and_predicts_identically
     after_pipeline_creation callback; loaded through the callback kept for it, with
     nothing patched, and with --precision's route (load_pipeline) predicting what that
     code predicted, bit for bit in fp32."""
-    from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of, load_pipeline
+    from spacy_maral.pipeline.loading import encoder_runtime_of, load_pipeline
 
     old = _old_code(tmp_path / "old", CALLBACK_RUNTIME_COMMIT, ("tests/helpers.py", "tests/conftest.py"))
     out = tmp_path / "out"

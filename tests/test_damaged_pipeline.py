@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from helpers import app_of, write_train_corpus
 from spacy_maral.cli import app
 from spacy_maral.fileio import OWNER_MARKER
-from spacy_maral.pipeline.encoder_runtime import load_pipeline
 from spacy_maral.pipeline.folder import DamagedPipelineError, pipeline_config
+from spacy_maral.pipeline.loading import load_pipeline
 
 
 def pipeline_files(folder: Path) -> List[str]:

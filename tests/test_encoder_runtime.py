@@ -12,14 +12,10 @@ import torch
 from thinc.api import Adam, fix_random_seed
 
 from helpers import assert_nothing_patched, assert_same_predictions, build_nlp, make_examples, predictions
-from spacy_maral.pipeline import encoder_runtime
-from spacy_maral.pipeline.encoder_runtime import (
-    encoder_runtime_of,
-    load_pipeline,
-    resolve_precision,
-    runtime_config,
-)
+from spacy_maral.pipeline import precision
 from spacy_maral.pipeline.int8 import int8_supported
+from spacy_maral.pipeline.loading import encoder_runtime_of, load_pipeline, runtime_config
+from spacy_maral.pipeline.precision import resolve_precision
 
 TEXTS = [
     "John Smith works for Google in London .",
@@ -39,9 +35,9 @@ def _dirs_equal(a: Path, b: Path) -> bool:
 
 
 def test_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch) -> None:
-    monkeypatch.setattr(encoder_runtime, "native_bf16", lambda: False)
+    monkeypatch.setattr(precision, "native_bf16", lambda: False)
     assert resolve_precision("auto") == "fp32"
-    monkeypatch.setattr(encoder_runtime, "native_bf16", lambda: True)
+    monkeypatch.setattr(precision, "native_bf16", lambda: True)
     assert resolve_precision("auto") == "bf16"
     assert resolve_precision("auto", on_gpu=True) == "fp32"
     assert resolve_precision("fp32") == "fp32"
@@ -51,20 +47,20 @@ def test_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch) -> None:
 
 def test_a_settings_warning_is_logged_once_not_per_batch(monkeypatch, caplog) -> None:
     """The runtime resolves its precision on every forward: its warning comes once."""
-    encoder_runtime._warn_once.cache_clear()
-    monkeypatch.setattr(encoder_runtime, "native_bf16", lambda: False)
+    precision._warn_once.cache_clear()
+    monkeypatch.setattr(precision, "native_bf16", lambda: False)
     with caplog.at_level("WARNING", logger="spacy_maral"):
         for _ in range(3):
             assert resolve_precision("bf16") == "bf16"
     assert [r.getMessage() for r in caplog.records].count(
         "precision bf16 on a CPU without native bfloat16 (AVX512-BF16 or AMX): it runs, but slowly") == 1
-    encoder_runtime._warn_once.cache_clear()
+    precision._warn_once.cache_clear()
 
 
 def test_a_cpu_without_bf16_runs_fp32(trained_dir, monkeypatch) -> None:
     """With the capability forced off, "auto" gives exactly the fp32 outputs."""
     fp32 = load_pipeline(trained_dir, precision="fp32")
-    monkeypatch.setattr(encoder_runtime, "native_bf16", lambda: False)
+    monkeypatch.setattr(precision, "native_bf16", lambda: False)
     auto = load_pipeline(trained_dir, precision="auto")
     assert encoder_runtime_of(auto)["running"] == "fp32"
     a, b = predictions(fp32, TEXTS), predictions(auto, TEXTS)

@@ -17,7 +17,7 @@ from spacy_maral.inference.ensemble import teachers_agree
 from spacy_maral.inference.pseudo_label import pseudo_label
 from spacy_maral.ml.decoding import decode_doc
 from spacy_maral.ml.spans import enumerate_spans
-from spacy_maral.pipeline.encoder_runtime import load_pipeline
+from spacy_maral.pipeline.loading import load_pipeline
 
 TEXTS = [
     "Angela Merkel visited Paris with Siemens .",
@@ -241,7 +241,7 @@ def test_pseudo_label_command_loads_teachers_by_package_name(target, tmp_path, m
     from typer.testing import CliRunner
 
     from spacy_maral.cli import app
-    from spacy_maral.pipeline import encoder_runtime
+    from spacy_maral.pipeline import loading
 
     asked = []
 
@@ -251,7 +251,7 @@ def test_pseudo_label_command_loads_teachers_by_package_name(target, tmp_path, m
             raise OSError("stop here")
         return spacy.blank("de")
 
-    monkeypatch.setattr(encoder_runtime, "load_pipeline", fake_load)
+    monkeypatch.setattr(loading, "load_pipeline", fake_load)
     result = CliRunner().invoke(app, ["pseudo-label", "xx_maral_ner", str(target), str(tmp_path / "out"), "--ensemble", "xx_other_teacher"])
     assert result.exit_code == 1 and "stop here" in result.output
     assert asked == ["xx_maral_ner", "xx_other_teacher"]

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from torch.nn import functional as F
 
 from helpers import assert_nothing_patched, predictions
-from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of, load_pipeline
 from spacy_maral.pipeline.int8 import MIN_ROWS, Int8Linear, int8_matmul, int8_supported, quantize_rows, to_int8
+from spacy_maral.pipeline.loading import encoder_runtime_of, load_pipeline
 
 TEXTS = [
     "John Smith works for Google in London .",

@@ -7,7 +7,7 @@ from thinc.api import Config
 
 from helpers import REPO, build_nlp, make_examples
 from spacy_maral.inference.pseudo_label import head_fingerprint
-from spacy_maral.pipeline.encoder_runtime import load_pipeline
+from spacy_maral.pipeline.loading import load_pipeline
 from spacy_maral.pipeline.maral_ner import find_maral_ner
 from spacy_maral.workflow.per_seed import run_command, summary_models, train_per_seed
 

@@ -90,7 +90,7 @@ def test_bad_documents_get_an_error_row_and_the_rest_go_on(trained_dir) -> None:
 
 
 def test_the_predictor_runs_the_precision_it_is_given(trained_dir) -> None:
-    from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of
+    from spacy_maral.pipeline.loading import encoder_runtime_of
 
     int8 = EntityPredictor(str(trained_dir), batch_size=4, precision="int8")
     assert encoder_runtime_of(int8.worker.nlp)["running"] == "int8"

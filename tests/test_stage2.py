@@ -30,7 +30,7 @@ from spacy_maral.inference.pseudo_label import pseudo_label
 from spacy_maral.ml.decoding import decode_doc
 from spacy_maral.ml.span_ner import SpanScores
 from spacy_maral.ml.spans import count_spans, enumerate_spans
-from spacy_maral.pipeline.encoder_runtime import load_pipeline
+from spacy_maral.pipeline.loading import load_pipeline
 from spacy_maral.training.callbacks import (
     CHECKPOINT_MARKER,
     copy_weights_from,

@@ -58,7 +58,7 @@ def main() -> None:
 
     from spacy.tokens import DocBin
 
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.loading import load_pipeline
 
     matmuls = matmul_ratios()
     nlp = load_pipeline(args.pipeline, precision="bf16")

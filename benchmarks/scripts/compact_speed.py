@@ -33,7 +33,8 @@ def main() -> None:
     from spacy.tokens import DocBin
 
     from spacy_maral.bench.measure import machine_description
-    from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of, load_pipeline, native_bf16
+    from spacy_maral.pipeline.loading import encoder_runtime_of, load_pipeline
+    from spacy_maral.pipeline.precision import native_bf16
 
     named = dict(item.split("=", 1) for item in args.pipelines)
     reference = next(iter(named))

@@ -21,7 +21,7 @@ from spacy_maral.adaptation.soft_labels import PSEUDO_KEY
 from spacy_maral.evaluation.raw_text import CharSpan, char_prf, raw_sentences
 from spacy_maral.inference.ensemble import check_ensemble
 from spacy_maral.inference.pseudo_label import label_batch
-from spacy_maral.pipeline.encoder_runtime import load_pipeline
+from spacy_maral.pipeline.loading import load_pipeline
 from spacy_maral.pipeline.maral_ner import find_maral_ner
 from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
 

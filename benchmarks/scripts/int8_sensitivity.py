@@ -228,8 +228,8 @@ def main() -> None:
 
     from spacy_maral.corpora.conll import read_conll
     from spacy_maral.evaluation.raw_text import char_prf, raw_sentences
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.int8 import Int8Linear, int8_matmul, quantize_rows
+    from spacy_maral.pipeline.loading import load_pipeline
 
     class ProbeLinear(Int8Linear):
         """An Int8Linear whose product over the (rows, in) input is `product`: the forward's

@@ -11,7 +11,7 @@ import time
 import torch
 from spacy.tokens import DocBin
 
-from spacy_maral.pipeline.encoder_runtime import load_pipeline
+from spacy_maral.pipeline.loading import load_pipeline
 
 torch.set_num_threads(1)
 pipeline, test, out = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -49,7 +49,8 @@ def main() -> None:
 
     from spacy_maral.evaluation.raw_text import evaluate_raw_text
     from spacy_maral.inference.batching import pipe_length_sorted
-    from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of, load_pipeline, native_bf16
+    from spacy_maral.pipeline.loading import encoder_runtime_of, load_pipeline
+    from spacy_maral.pipeline.precision import native_bf16
 
     tests = dict(item.split("=", 1) for item in args.test)
     pipelines = {p: load_pipeline(args.pipeline, precision=p) for p in precisions}

@@ -30,7 +30,7 @@ def main() -> None:
     from tqdm import tqdm
 
     from spacy_maral.corpora.docbin import read_docs
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.training.decision_rule import rate_inference_tau
 

@@ -46,7 +46,7 @@ def entity_rows(model: Path, conll: Path, lang: str, start: int, end: int, cache
         return data["logits"], data["classes"], data["correct"]
     from spacy_maral.corpora.target_text import iter_target_docs
     from spacy_maral.evaluation.raw_text import entity_logits
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.tokenizer import tokenizer_rules
 
     nlp = load_pipeline(model)

@@ -5,7 +5,7 @@ from spacy.tokens import DocBin
 
 from helpers import make_examples
 from spacy_maral.evaluation.raw_text import evaluate_raw_text
-from spacy_maral.pipeline.encoder_runtime import load_pipeline
+from spacy_maral.pipeline.loading import load_pipeline
 
 
 def test_each_teacher_scores_as_nlp_pipe_does(ensemble_dev, trained_dir, tmp_path) -> None:

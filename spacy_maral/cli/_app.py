@@ -7,7 +7,7 @@ from typing import Any, List, Literal
 import typer
 from typer.core import TyperArgument, TyperCommand
 
-# the encoder's precisions (pipeline.encoder_runtime.PRECISIONS; a Literal, so that
+# the encoder's precisions (pipeline.precision.PRECISIONS; a Literal, so that
 # --help lists them and click refuses any other, without importing torch here)
 Precision = Literal["auto", "fp32", "bf16", "int8"]
 PRECISION_HELP = (

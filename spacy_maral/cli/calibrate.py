@@ -42,7 +42,7 @@ def calibrate_command(
     from spacy_maral.evaluation.calibration import calibrate, nothing_to_fit, student_temperature
     from spacy_maral.evaluation.raw_text import entity_logits
     from spacy_maral.fileio import atomic_write_text, check_replaceable, replace_dir, replace_owned_dir
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import tokenizer_rules
     from spacy_maral.util import Printer

@@ -94,7 +94,7 @@ def evaluate_command(
     from spacy_maral.evaluation.raw_text import evaluate_raw_text
     from spacy_maral.evaluation.report import evaluate_pipeline, format_quality_table, format_table, write_predictions_page
     from spacy_maral.fileio import atomic_write_text
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
     from spacy_maral.util import Printer
 

@@ -62,7 +62,7 @@ def guard_command(
     from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
     from spacy_maral.evaluation.guard import FallbackCheck, GuardThresholds, check_package_choice, check_student, write_verdict
     from spacy_maral.fileio import check_replaceable
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
     from spacy_maral.training.fallback import build_fallback, check_fallback_weight
     from spacy_maral.util import Printer

@@ -29,7 +29,7 @@ def export_command(
     """
 
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
 
     msg = Printer()

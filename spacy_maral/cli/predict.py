@@ -23,8 +23,8 @@ def predict_command(
     from itertools import islice
 
     from spacy_maral.corpora.target_text import iter_target_docs
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
     from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
+    from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.util import Printer
 
     msg = Printer()

@@ -52,7 +52,7 @@ def pseudo_label_command(
     from spacy_maral.corpora.text_check import check_target_text
     from spacy_maral.inference.engines import make_engine
     from spacy_maral.inference.pseudo_label import pseudo_label
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
     from spacy_maral.util import Printer

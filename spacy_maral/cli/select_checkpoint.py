@@ -45,7 +45,7 @@ def select_checkpoint_command(
 
     from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
     from spacy_maral.evaluation.guard import dev_f1
-    from spacy_maral.pipeline.encoder_runtime import load_pipeline
+    from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.training.selection import select_runs, selection_dev
     from spacy_maral.util import Printer
 

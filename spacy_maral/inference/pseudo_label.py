@@ -46,7 +46,7 @@ from spacy_maral.inference.runner import Manifest, content_digest, manifest_dige
 from spacy_maral.ml.decoding import check_inference_tau
 from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.pipeline.decoding import decode_docs
-from spacy_maral.pipeline.encoder_runtime import encoder_runtime_of
+from spacy_maral.pipeline.loading import encoder_runtime_of
 from spacy_maral.pipeline.maral_ner import MaralNER, find_maral_ner
 
 

@@ -28,9 +28,7 @@ the settings live in the config only: `load_pipeline(path, precision=...)` or
 Tok2VecTransformer (what `nlp.replace_listeners` gives maral_ner its own copy as).
 """
 from contextlib import nullcontext
-from functools import lru_cache
-from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from spacy.language import Language
@@ -40,64 +38,15 @@ from spacy_transformers.layers import TransformerModel, split_trf_batch, trfs2ar
 from thinc.api import Model, chain
 
 from spacy_maral.pipeline.encoder_batches import length_sorted
-from spacy_maral.pipeline.folder import load_naming_the_damaged_file, pipeline_config
-from spacy_maral.pipeline.int8 import int8_supported, to_int8
+from spacy_maral.pipeline.int8 import to_int8
+from spacy_maral.pipeline.precision import check_settings, resolve_precision
 from spacy_maral.pipeline.subwords import EncoderWindows
 from spacy_maral.util import logger, registry
 
-PRECISIONS = ("auto", "fp32", "bf16", "int8")
 ARCHITECTURE = "spacy_maral.EncoderRuntime.v1"
 TOK2VEC_ARCHITECTURE = "spacy_maral.Tok2VecEncoderRuntime.v1"
 LEGACY_CALLBACK = "spacy_maral.encoder_runtime.v1"
 WINDOWS = "spacy_maral.encoder_windows.v1"
-
-
-def native_bf16() -> bool:
-    """Whether this machine's CPU multiplies bfloat16 natively (AVX512-BF16 or AMX), as
-    torch reports it."""
-    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
-
-
-def resolve_precision(precision: str, on_gpu: bool = False) -> str:
-    """The precision that runs: "fp32", "bf16" or "int8".
-
-    precision (str): "auto", "fp32", "bf16" or "int8".
-    on_gpu (bool): the encoder runs on a GPU (then only "fp32": spacy-transformers'
-        mixed_precision setting governs the GPU).
-    RAISES (ValueError): an unknown precision, or "int8" where torch can't multiply int8
-        matrices on this CPU.
-    """
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
-    if precision == "int8" and not int8_supported():
-        raise ValueError(f"precision int8: this torch ({torch.__version__}) can't multiply int8 matrices on this CPU "
-                         "(torch._int_mm); use auto or fp32")
-    if on_gpu:
-        if precision == "int8":
-            _warn_once("precision int8 is for CPUs; the encoder is on a GPU and runs fp32")
-        return "fp32"
-    if precision == "auto":
-        return "bf16" if native_bf16() else "fp32"
-    if precision == "bf16" and not native_bf16():
-        _warn_once("precision bf16 on a CPU without native bfloat16 (AVX512-BF16 or AMX): it runs, but slowly")
-    return precision
-
-
-@lru_cache(maxsize=None)
-def _warn_once(message: str) -> None:
-    """Log `message` as a warning the first time only: the runtime resolves its precision
-    on every forward, and a setting's warning is news once per process."""
-    logger.warning(message)
-
-
-def check_settings(precision: str, bucket_rows: int, train_bucket_rows: int = 0) -> None:
-    """Refuse a setting that can't run (when the config is resolved)."""
-    resolve_precision(precision)
-    if bucket_rows < 1:
-        raise ValueError(f"bucket_rows must be at least 1, not {bucket_rows}")
-    if train_bucket_rows < 0:
-        raise ValueError(f"train_bucket_rows must be 0 (off) or at least 1, not {train_bucket_rows}")
 
 
 class EncoderRuntime(Model):
@@ -361,67 +310,3 @@ def create_encoder_runtime(
         return nlp
 
     return apply
-
-
-def encoder_runtime_of(nlp: Language) -> Optional[Dict[str, Any]]:
-    """The settings of the pipeline's first EncoderRuntime, with the precision that runs
-    ("fp32", "bf16" or "int8") under "running", or None when it has none."""
-    for _, pipe in nlp.pipeline:
-        for node in getattr(getattr(pipe, "model", None), "walk", lambda: [])():
-            if isinstance(node, EncoderRuntime):
-                return {**node.settings, "running": node.running()}
-    return None
-
-
-def runtime_config(precision: str = "auto", sort_by_length: bool = True, bucket_rows: int = 16,
-                   component: str = "transformer") -> Dict[str, Any]:
-    """The config override that loads a pipeline saved with spacy_maral.EncoderRuntime.v1
-    with these settings: `spacy.load(path, config=runtime_config("fp32"))`."""
-    return {"components": {component: {"model": {
-        "precision": precision, "sort_by_length": sort_by_length, "bucket_rows": bucket_rows,
-    }}}}
-
-
-def load_pipeline(model: Union[str, Path], precision: str = "auto", sort_by_length: Optional[bool] = None,
-                  bucket_rows: Optional[int] = None, **kwargs: Any) -> Language:
-    """spacy.load with the encoder at `precision`, set through the config: each
-    spacy_maral.EncoderRuntime.v1 component's settings, or for a pipeline saved before the
-    architecture (a bare TransformerModel) the legacy callback's.
-
-    model (Union[str, Path]): a pipeline directory or an installed package name.
-    precision (str): "auto", "fp32", "bf16" or "int8".
-    sort_by_length (Optional[bool]): length-sorted sub-batches; None keeps the saved setting.
-    bucket_rows (Optional[int]): documents per sub-batch; None keeps the saved setting.
-    kwargs: passed on to spacy.load.
-    RAISES (DamagedPipelineError): a file of the pipeline folder can't be read; the
-        message names it (spacy_maral.pipeline.folder).
-    """
-    settings = {"precision": precision, "sort_by_length": sort_by_length, "bucket_rows": bucket_rows}
-    settings = {key: value for key, value in settings.items() if value is not None}
-    check_settings(precision, settings.get("bucket_rows", 1))
-    config = kwargs.pop("config", {}) or {}
-    try:
-        saved: Optional[Dict[str, Any]] = dict(pipeline_config(model))
-    except OSError:  # no such pipeline: spacy.load's own error follows
-        saved = None
-    return load_naming_the_damaged_file(model, config=_merged(config, runtime_override(saved, settings)), **kwargs)
-
-
-def runtime_override(saved: Optional[Dict[str, Any]], settings: Dict[str, Any]) -> Dict[str, Any]:
-    """The config override that gives a saved config (its dict) these runtime settings."""
-    components = (saved or {}).get("components", {}) or {}
-    names = [name for name, block in components.items()
-             if isinstance(block, dict) and (block.get("model") or {}).get("@architectures") == ARCHITECTURE]
-    if names:
-        return {"components": {name: {"model": dict(settings)} for name in names}}
-    callback = ((saved or {}).get("nlp", {}) or {}).get("after_pipeline_creation") or {}
-    if callback.get("@callbacks") == LEGACY_CALLBACK:
-        return {"nlp": {"after_pipeline_creation": dict(settings)}}
-    return {"nlp": {"after_pipeline_creation": {"@callbacks": LEGACY_CALLBACK, **settings}}}
-
-
-def _merged(base: Dict[str, Any], override: Dict[str, Any]) -> Dict[str, Any]:
-    out = dict(base)
-    for key, value in override.items():
-        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out

@@ -13,7 +13,7 @@ from typing import Callable, Generic, Iterable, Iterator, Optional, Protocol, Se
 
 from spacy.language import Language
 
-from spacy_maral.pipeline.encoder_runtime import load_pipeline
+from spacy_maral.pipeline.loading import load_pipeline
 from spacy_maral.pipeline.maral_ner import find_maral_ner
 from spacy_maral.threads import set_torch_threads
 
