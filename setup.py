@@ -8,7 +8,7 @@ setup(
     long_description=open("README.md", encoding="utf8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["spacy_maral", "spacy_maral.*"]),
-    python_requires=">=3.10",  # torch 2.13
+    python_requires=">=3.10",  # tested on 3.11; the torch of the README and constraints.txt (2.13) needs 3.10
     # What the code needs, as ranges; the exact versions that CI and the workflow run
     # with are pinned in constraints.txt (the Makefile installs with it).
     install_requires=[

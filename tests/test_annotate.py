@@ -472,7 +472,7 @@ def test_pseudo_label_on_ray_is_bit_identical(trained_dir, tmp_path, ray_instanc
                    "--engine", "ray", "--num-actors", "2")
     assert proc.returncode == 0, proc.stderr
     assert "40 sentences (4 shards written" in proc.stdout and "engine: ray, 2 actors" in proc.stdout
-    per_actor = re.search(r"shards labelled per actor: ([\d, ]+)\)", proc.stdout)
+    per_actor = re.search(r"shards labelled per worker process: ([\d, ]+)\)", proc.stdout)
     assert per_actor, proc.stdout
     counts = [int(n) for n in per_actor.group(1).split(",")]
     assert len(counts) == 2 and sum(counts) == 4 and min(counts) >= 1  # both actors labelled shards

@@ -11,8 +11,8 @@
 # CoNLL folder with LANG/dev.conll (Spanish is scored on its sentences 1,001 on, the ones
 # neither DEVSEL nor Platt's map read) and LANG/train.conll (the guard's target text);
 # OUT: the screen folder (project: PROJECT's path; avg-LANG/, avg-LANG-calibration.json, guard-avg-LANG.json,
-# LANG-dev.json with its per-sentence counts). LANG: fi es by default. Needs the
-# repository's .venv.
+# LANG-dev.json with its per-sentence counts). LANG: fi es by default. PY: the Python
+# (python.sh: the repository's .venv by default).
 set -euo pipefail
 PROJECT=$1; SEED=$2; DATA=$(realpath "$3"); OUT=$(realpath -m "$4"); shift 4
 if [ $# -gt 0 ]; then LANGS=("$@"); else LANGS=(fi es); fi

@@ -9,7 +9,8 @@
 # SEED: its stage-2 seed; LANG: the target language; DATA: the CoNLL folder (LANG/train.conll
 # for the guard's target text, LANG/dev.conll scored); OUT: the screen folder (adapt/,
 # snapshots/, guard/sSTEP.json, LANG-dev.json). EXTRA_MODEL=PATH: more pipelines scored
-# beside them (e.g. fallback=training/fallback-fi/model). Needs the repository's .venv.
+# beside them (e.g. fallback=training/fallback-fi/model). PY: the Python (python.sh: the
+# repository's .venv by default).
 set -euo pipefail
 PROJECT=$1; SEED=$2; L=$3; DATA=$4; OUT=$(realpath -m "$5"); shift 5
 . "$(dirname "${BASH_SOURCE[0]}")/python.sh"  # PY

@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent.parent
-PYTHON_SH = REPO / "benchmarks" / "scripts" / "python.sh"
 
 
 def sourced_py(cwd: Path, env: dict) -> str:
@@ -27,5 +26,10 @@ def test_the_repository_venv_with_its_packages(tmp_path) -> None:
     assert Path(prefix) == (tmp_path / "rel" / ".venv").absolute()
 
 
-def test_the_callers_py_wins(tmp_path) -> None:
+def test_the_callers_py_wins_made_absolute(tmp_path) -> None:
     assert sourced_py(tmp_path, {"PATH": "/usr/bin:/bin", "PY": sys.executable}) == sys.executable
+    (tmp_path / "c" / "bin").mkdir(parents=True)
+    # a relative PY stays right after the scripts change directory; CDPATH (here: / has a
+    # bin/ too) does not send it elsewhere
+    py = sourced_py(tmp_path / "c", {"PATH": "/usr/bin:/bin", "PY": "bin/python", "CDPATH": "/"})
+    assert py == str((tmp_path / "c" / "bin" / "python").absolute())

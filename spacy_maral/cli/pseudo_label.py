@@ -96,7 +96,7 @@ def pseudo_label_command(
     msg.text(f"{stats.sentences} sentences ({stats.shards_written} shards written, {stats.shards_kept} kept from an earlier run)")
     if engine == "ray":
         per_actor = ", ".join(str(n) for _, n in sorted(stats.shards_per_worker.items()))
-        msg.text(f"engine: ray, {n_workers} actors (shards labelled per actor: {per_actor or 'none'})")
+        msg.text(f"engine: ray, {n_workers} actors (shards labelled per worker process: {per_actor or 'none'})")
     for label, n in sorted(stats.entities.items()):
         msg.text(f"  {label:<10} {n:>8} pseudo-labelled entity spans")
     if members:

@@ -201,7 +201,9 @@ def plot_reliability(curves: Dict[str, Dict[str, object]], path: Path, title: st
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as err:  # pragma: no cover - matplotlib is in the dev/bench extras
-        raise ValueError("the reliability diagram needs matplotlib: pip install spacy-maral[bench]") from err
+        raise ValueError(
+            "the reliability diagram needs matplotlib: spacy-maral's [bench] extra (pip install '.[bench]' in its clone)"
+        ) from err
     fig, ax = plt.subplots(figsize=(5.5, 5.5))
     ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect calibration")
     for name, rel in curves.items():
