@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 import numpy
-from stop_screen import gain, interval, label, provenance, take_commit
+from paired_bootstrap import difference
+from stop_screen import interval, label, provenance, take_commit
 
 
 def case_screen(run_dir: Path, dev_json: Path) -> dict:
@@ -33,7 +34,7 @@ def case_screen(run_dir: Path, dev_json: Path) -> dict:
             "dev_drop": round(report["teacher_dev_f"] - report["student_dev_f"], 2),
             "guard_trusted": bool(report["trusted"]),
             "dev_f1": round(100 * evaluation[f"s{step}"]["raw_text"]["ents_f"], 2),
-            "vs_teacher": gain(per_sentence, f"s{step}", "teacher"),
+            "vs_teacher": difference(per_sentence, f"s{step}", "teacher"),
         })
     best = max(snapshots, key=lambda s: (s["en_dev_f1"], s["step"]))
     name = f"s{best['step']}"
@@ -41,11 +42,11 @@ def case_screen(run_dir: Path, dev_json: Path) -> dict:
         "dev_set": f"{Path(scored['test']).parent.name}/{Path(scored['test']).stem}",
         "teacher_dev_f1": round(100 * evaluation["teacher"]["raw_text"]["ents_f"], 2),
         "stored_student_dev_f1": round(100 * evaluation["stored"]["raw_text"]["ents_f"], 2),
-        "retrained_vs_stored": gain(per_sentence, f"s{snapshots[-1]['step']}", "stored"),
-        "shipped_vs_teacher": gain(per_sentence, "stored", "teacher"),
+        "retrained_vs_stored": difference(per_sentence, f"s{snapshots[-1]['step']}", "stored"),
+        "shipped_vs_teacher": difference(per_sentence, "stored", "teacher"),
         "snapshots": snapshots,
-        "mindrop": {"model": name, "vs_shipped": gain(per_sentence, name, "stored"),
-                    "vs_teacher": gain(per_sentence, name, "teacher")},
+        "mindrop": {"model": name, "vs_shipped": difference(per_sentence, name, "stored"),
+                    "vs_teacher": difference(per_sentence, name, "teacher")},
     }
 
 

@@ -8,8 +8,7 @@ if [ -n "${PY:-}" ]; then
     /*) ;;
     */*) PY="$(CDPATH='' cd "$(dirname "$PY")" && pwd)/$(basename "$PY")" ;;
   esac
-elif [ -x "$(CDPATH='' cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/.venv/bin/python" ]; then
-  PY="$(CDPATH='' cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/.venv/bin/python"
 else
-  PY=python3
+  PY="$(CDPATH='' cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/.venv/bin/python"
+  [ -x "$PY" ] || PY=python3
 fi

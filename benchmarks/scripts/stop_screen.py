@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy
 import results_io
-from paired_bootstrap import difference as gain  # F1 of a minus b, with its paired bootstrap interval
+from paired_bootstrap import difference
 from scipy.stats import spearmanr
 
 
@@ -39,7 +39,7 @@ def seed_screen(run_dir: Path) -> dict:
             "label_shift": round(report["target_label_shift"], 3),
             "dev_drop": round(report["teacher_dev_f"] - report["student_dev_f"], 2),
             "dev_f1": round(100 * evaluation[f"s{step}"]["raw_text"]["ents_f"], 2),
-            "vs_teacher": gain(per_sentence, f"s{step}", "teacher"),
+            "vs_teacher": difference(per_sentence, f"s{step}", "teacher"),
         })
     final = snapshots[-1]
     trusted = [s for s in snapshots if s["trusted"]]
@@ -49,13 +49,13 @@ def seed_screen(run_dir: Path) -> dict:
         pick = {"model": f"s{trusted[-1]['step']}", "why": "the latest trusted snapshot"}
     else:
         pick = {"model": "fallback", "why": "no snapshot is trusted"}
-    pick["vs_teacher"] = gain(per_sentence, pick["model"], "teacher")
+    pick["vs_teacher"] = difference(per_sentence, pick["model"], "teacher")
     return {
         "teacher_dev_f1": round(100 * evaluation["teacher"]["raw_text"]["ents_f"], 2),
         "stored_student_dev_f1": round(100 * evaluation["stored"]["raw_text"]["ents_f"], 2),
-        "retrained_vs_stored": gain(per_sentence, f"s{final['step']}", "stored"),
+        "retrained_vs_stored": difference(per_sentence, f"s{final['step']}", "stored"),
         "fallback": {"dev_f1": round(100 * evaluation["fallback"]["raw_text"]["ents_f"], 2),
-                     "vs_teacher": gain(per_sentence, "fallback", "teacher")},
+                     "vs_teacher": difference(per_sentence, "fallback", "teacher")},
         "snapshots": snapshots,
         "stop": pick,
     }
@@ -89,7 +89,7 @@ def provenance(script: str, arguments: list, candidate: str, commit: str) -> dic
 
 
 def interval(g: dict) -> str:
-    """+1.23 [-0.45, +2.34]: a gain (gain's result) and its interval."""
+    """+1.23 [-0.45, +2.34]: a difference (paired_bootstrap.difference's result) and its interval."""
     return results_io.interval(g, "difference_95ci")
 
 
