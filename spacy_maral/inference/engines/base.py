@@ -165,7 +165,7 @@ class PipelineWorker:
         task (Task[R]): a module-level function task(nlp, payload, **settings) (it
             pickles by name, for worker processes and Ray actors), e.g.
             `spacy_maral.inference.annotate.task.annotate_partition` (payload: a
-            partition's plan) or `spacy_maral.inference.pseudo_label.label_shard_bytes`
+            partition's plan) or `spacy_maral.inference.pseudo_label.task.label_shard_bytes`
             (payload: DocBin bytes).
         payload (object): the partition.
         settings: the task's settings (batch_size, ...); a worker with an ensemble adds
