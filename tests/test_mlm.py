@@ -220,3 +220,22 @@ def test_export_leaves_maral_mlm_out(tiny_encoder, tmp_path) -> None:
     exported = spacy.load(tmp_path / "export")
     assert exported.pipe_names == ["transformer", "maral_ner"]
     assert not (tmp_path / "export" / "maral_mlm").exists()
+
+
+def test_a_maral_mlm_sourced_from_another_pipeline_refuses_to_train_that_ones_transformer(tiny_encoder) -> None:
+    """spaCy hands a sourced component over as it is: it would train its first
+    pipeline's transformer. Its update refuses, naming the fix; initialized in the new
+    pipeline, it trains that one's."""
+    first = mlm_nlp(tiny_encoder)
+    first.initialize(lambda: make_examples(first))
+    second = build_nlp(tiny_encoder)
+    second.add_pipe("maral_mlm", source=first)
+    examples = make_examples(second)
+    with pytest.raises(ValueError, match="sourced from another pipeline"):
+        second.get_pipe("maral_mlm").update(examples, sgd=None)
+    second.initialize(lambda: examples)
+    params = encoder_parameters(second)
+    for p in params.values():
+        p.grad = None
+    second.get_pipe("maral_mlm").update(examples, sgd=None)
+    assert any(p.grad is not None for p in params.values())

@@ -216,7 +216,7 @@ class MaralMLM(TrainablePipe):
         if not 0.0 < mask_prob < 1.0:
             raise ValueError(f"maral_mlm: mask_prob must be in (0, 1), got {mask_prob}")
         self.vocab = vocab
-        self._nlp = nlp
+        self._nlp = nlp  # the pipeline it was made in, or initialized in (initialize)
         self.name = name
         self.transformer_name = transformer
         self.weight = float(weight)
@@ -308,7 +308,9 @@ class MaralMLM(TrainablePipe):
             losses = {}
         losses.setdefault(self.name, 0.0)
         validate_examples(examples, "MaralMLM.update")
-        texts = self.mlm_texts(list(examples))
+        examples = list(examples)
+        self._check_pipeline(examples)
+        texts = self.mlm_texts(examples)
         if not texts or self.weight == 0.0:
             return losses
         loss = self.mlm_loss(texts)
@@ -317,6 +319,17 @@ class MaralMLM(TrainablePipe):
             self.finish_update(sgd)
         losses[self.name] += float(loss.detach())
         return losses
+
+    def _check_pipeline(self, examples: Sequence[Example]) -> None:
+        """Refuse a batch of another pipeline than the one whose transformer this
+        component trains: a maral_mlm sourced from another pipeline (spaCy hands over
+        the component itself) would train that pipeline's transformer."""
+        if examples and examples[0].predicted.vocab is not self._nlp.vocab:
+            raise ValueError(
+                f"maral_mlm '{self.name}' trains the transformer of the pipeline it was made in, not of the one "
+                "this batch comes from: it was sourced from another pipeline. Make it by its factory in this "
+                "pipeline's config (factory = \"maral_mlm\"), or initialize it there (nlp.initialize())"
+            )
 
     def mlm_loss(self, texts: List[str]) -> torch.Tensor:
         """The masked-LM cross-entropy (mean over the predicted pieces) of `texts`, with its graph."""
