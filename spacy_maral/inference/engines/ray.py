@@ -24,7 +24,7 @@ import socket
 import warnings
 from dataclasses import replace
 from types import ModuleType
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import numpy
 
@@ -117,6 +117,7 @@ class RayEngine:
         self.started_ray = False
         self.ray: Optional[ModuleType] = None
         self.env_set: List[str] = []  # the environment variables this engine set (removed on exit)
+        self.restore_data_context: Callable[[], None] = _unchanged  # puts back Ray Data's settings (on exit)
 
     @property
     def n_workers(self) -> int:
@@ -163,7 +164,7 @@ class RayEngine:
                 )
             self.n_actors = n
             self.room = room
-            _quiet_ray_data(ray, self.ready_timeout)
+            self.restore_data_context = _quiet_ray_data(ray, self.ready_timeout)
         except BaseException:
             self.__exit__()
             raise
@@ -189,6 +190,8 @@ class RayEngine:
         for name in self.env_set:
             os.environ.pop(name, None)
         self.env_set = []
+        self.restore_data_context()
+        self.restore_data_context = _unchanged
         if ray is None:
             return
         if self.started_ray and ray.is_initialized():
@@ -233,26 +236,44 @@ class RayEngine:
             ) from err
 
 
+def _unchanged() -> None:
+    """Nothing to put back."""
+
+
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else type(err).__name__
 
 
-def _quiet_ray_data(ray: ModuleType, ready_timeout: float) -> None:
+def _quiet_ray_data(ray: ModuleType, ready_timeout: float) -> Callable[[], None]:
     """Ray Data's own progress bars and execution logs off (the command shows its own),
-    and a bound on its wait for the actor pool's first actors (its default: forever)."""
+    and a bound on its wait for the actor pool's first actors (its default: forever), in
+    this process's current DataContext.
+
+    RETURNS (Callable[[], None]): puts back what was changed (the engine calls it on
+        exit, so that a user's own Ray Data work afterwards keeps its settings).
+    """
     try:
         import ray.data
 
         context = ray.data.DataContext.get_current()
-        context.wait_for_min_actors_s = ready_timeout
-        context.enable_progress_bars = False
-        if hasattr(context, "print_on_execution_start"):
-            context.print_on_execution_start = False
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
+        log = logging.getLogger("ray.data")
+        level = log.level
+        settings = {"wait_for_min_actors_s": ready_timeout, "enable_progress_bars": False, "print_on_execution_start": False}
+        before = {name: getattr(context, name) for name in settings if hasattr(context, name)}
+        for name in before:
+            setattr(context, name, settings[name])
+        log.setLevel(logging.WARNING)
     except Exception:  # an older Ray: its defaults stay
-        pass
+        return lambda: None
+
+    def restore() -> None:
+        for name, value in before.items():
+            setattr(context, name, value)
+        log.setLevel(level)
+
+    return restore
 
 
 def check_reachable(ray: ModuleType, address: str, timeout: float) -> None:
