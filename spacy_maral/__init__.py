@@ -21,7 +21,7 @@ layer and those listed before it; docs/architecture.md):
 - `bench`: the benchmark workflow's measurements and report (`python -m spacy_maral.bench`);
 
 and the shared helpers below them all: `util` (registry, logger, the commands' printer),
-`fileio`, `threads`, `prf`, `about`.
+`fileio`, `fingerprint`, `threads`, `prf`, `about`.
 """
 from typing import Any
 

@@ -108,10 +108,12 @@ def replace_dir(path: Path, command: str = "spacy_maral") -> Iterator[Path]:
     swap is two renames; `path` is missing only between them, and
     a process killed there leaves the old folder as `.NAME.old`: the next call (or
     recover_dir) puts it back first. The new folder gets the modes mkdir() would give.
-    RAISES (ValueError): a file of `path` the command did not write has the name of one
-        it writes now (keep_other_files); `path` is left as it was.
+    RAISES (ValueError): `path` is a file, or a file of `path` the command did not write
+        has the name of one it writes now (keep_other_files); `path` is left as it was.
     """
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{command}: {path} is a file, not a folder; nothing was written (choose a folder)")
     path.parent.mkdir(parents=True, exist_ok=True)
     recover_dir(path)
     old = old_dir(path)
@@ -176,9 +178,14 @@ def replace_owned_dir(path: Path, command: str) -> Iterator[Path]:
         yield tmp
 
 
+# the random part of a temporary file's name (tempfile.mkstemp: 8 of these characters)
+_TMP_RANDOM = "[a-z0-9_]" * 8
+
+
 def remove_stale_temporaries(directory: Path, pattern: str = "*") -> int:
     """Delete the temporary files that atomic_open left in `directory` when its process
-    was killed mid-write (".NAME.XXXXXX.tmp" for a NAME matching `pattern`).
+    was killed mid-write (".NAME.XXXXXXXX.tmp", 8 random characters, for a NAME matching
+    `pattern`); a user's file of another name (".notes.v2.tmp") is kept.
 
     Call it at the start of a run that owns `directory` (no other process writing there).
     directory (Path): the folder.
@@ -189,7 +196,7 @@ def remove_stale_temporaries(directory: Path, pattern: str = "*") -> int:
     if not directory.is_dir():
         return 0
     removed = 0
-    for tmp in directory.glob(f".{pattern}.*.tmp"):
+    for tmp in directory.glob(f".{pattern}.{_TMP_RANDOM}.tmp"):
         if tmp.is_file():
             tmp.unlink()
             removed += 1

@@ -191,6 +191,65 @@ def test_a_run_again_trains_only_what_is_new_or_changed(tmp_path) -> None:
     assert project.calls == [("language", "de"), ("language", "fi")]
 
 
+def test_a_changed_stage2_config_or_source_corpus_trains_every_language_again(tmp_path) -> None:
+    for lang in ("de", "fi"):
+        write(tmp_path / f"{lang}.txt", [GERMAN])
+    project = FakeProject(tmp_path / "project")
+    config, corpus = tmp_path / "configs" / "adapt.cfg", project.root / "corpus" / "en-train.spacy"
+    for path in (config, corpus):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("one", encoding="utf8")
+    settings = ("--vars.source_lang", "en", "--vars.dev_lang", "es")
+    run(project, tmp_path, ["de", "fi"], settings)
+    project.calls = []
+    corpus.write_text("one", encoding="utf8")  # the same bytes written again: kept
+    run(project, tmp_path, ["de", "fi"], settings)
+    assert project.calls == []
+    config.write_text("two", encoding="utf8")  # ../configs/adapt.cfg, beside the project
+    run(project, tmp_path, ["de", "fi"], settings)
+    assert project.calls == [("language", "de"), ("language", "fi")]
+    project.calls = []
+    corpus.write_text("two", encoding="utf8")  # corpus/{source_lang}-train.spacy
+    run(project, tmp_path, ["de", "fi"], settings)
+    assert project.calls == [("language", "de"), ("language", "fi")]
+    project.calls = []
+    (project.root / "corpus" / "es-dev.spacy").write_text("new", encoding="utf8")  # corpus/{dev_lang}-dev.spacy
+    run(project, tmp_path, ["de", "fi"], settings)
+    assert project.calls == [("language", "de"), ("language", "fi")]
+
+
+def test_a_bad_metrics_file_is_named_and_the_other_languages_go_on(tmp_path) -> None:
+    for lang in ("de", "fi"):
+        write(tmp_path / f"{lang}.txt", [GERMAN])
+        write(tmp_path / f"{lang}.test", ["Berlin B-LOC"])
+
+    class BadMetrics(FakeProject):
+        def __call__(self, argv) -> int:
+            code = super().__call__(argv)
+            if argv[argv.index("--vars.target_lang") + 1] == "de":
+                (self.root / "metrics" / "de-test.json").write_text('{"results": {"maral": {}}}', encoding="utf8")
+            return code
+
+    project, lines = BadMetrics(tmp_path / "project"), []
+    outcomes = run_languages(project.root, ["de", "fi"], str(tmp_path / "{lang}.txt"), str(tmp_path / "{lang}.test"),
+                             "maral_ner", run=project, echo=lines.append)
+    assert [lang for _, lang in project.calls] == ["de", "fi"]
+    assert outcomes["de"].status == "shipped" and outcomes["de"].test_f1 is None and outcomes["fi"].test_f1
+    assert any("de: shipped, but its figures could not be read" in line and "de-test.json" in line for line in lines)
+    recorded = json.loads((project.root / SUMMARY).read_text())["languages"]
+    assert sorted(recorded) == ["de", "fi"]
+    recorded["fi"]["from_a_newer_version"] = 1  # a field this version does not know: the record is still read
+    (project.root / SUMMARY).write_text(json.dumps({"languages": recorded}), encoding="utf8")
+    project.calls = []
+    run_languages(project.root, ["de", "fi"], str(tmp_path / "{lang}.txt"), str(tmp_path / "{lang}.test"),
+                  "maral_ner", run=project, echo=lines.append)
+    assert project.calls == []
+    (project.root / SUMMARY).write_text('{"languages": [1]}', encoding="utf8")
+    with pytest.raises(ValueError, match="languages.json is damaged"):
+        run_languages(project.root, ["de"], str(tmp_path / "{lang}.txt"), str(tmp_path / "{lang}.test"),
+                      "maral_ner", run=project, echo=lines.append)
+
+
 def test_a_language_whose_package_name_changes_is_only_packaged_again(tmp_path) -> None:
     for lang in ("de", "fi"):
         write(tmp_path / f"{lang}.txt", [GERMAN])

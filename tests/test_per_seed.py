@@ -102,25 +102,45 @@ def test_each_run_gets_its_folder_and_seed(setup, tmp_path) -> None:
 
 
 def test_a_run_is_kept_only_with_its_recorded_arguments(setup, tmp_path) -> None:
-    """A folder with model-best and a timing.json recording the same spacy train
-    arguments is finished; other overrides, another seed's command or no model are not."""
-    from spacy_maral.workflow.per_seed import _finished
+    """A folder with model-best, a timing.json recording the same spacy train arguments
+    and an inputs.json of the same inputs is finished; other overrides, another seed's
+    command, no model, or a config or corpus whose bytes changed since are not."""
+    from spacy_maral.workflow.per_seed import INPUTS, _finished, run_inputs
 
-    _, config = setup
+    config = tmp_path / "source.cfg"  # a copy: its bytes change below
+    config.write_bytes(setup[1].read_bytes())
     out = tmp_path / "t"
     folder = out / "teacher-s3"
     (folder / "model-best").mkdir(parents=True)
-    command = run_command(config, out, 3, ["--training.max_steps", "4"])
+    corpus = tmp_path / "extra.spacy"
+    corpus.write_bytes(b"one")
+    args = ["--training.max_steps", "4", f"--paths.extra={corpus}"]
+    inputs = run_inputs(config, args)
+    assert sorted(inputs) == sorted([str(config), str(corpus)])
+    (folder / INPUTS).write_text(json.dumps(inputs), encoding="utf8")
+    command = run_command(config, out, 3, args)
     train = command[command.index("--") + 1:]
     (folder / "timing.json").write_text(json.dumps({"command": ["/usr/bin/python3", *train[1:]]}), encoding="utf8")
-    assert _finished(config, out, 3, ["--training.max_steps", "4"], "teacher")
-    assert not _finished(config, out, 3, ["--training.max_steps", "5"], "teacher")
-    other = run_command(config, out, 4, ["--training.max_steps", "4"])
+    assert _finished(config, out, 3, args, "teacher", run_inputs(config, args))
+    assert not _finished(config, out, 3, ["--training.max_steps", "5", f"--paths.extra={corpus}"], "teacher", inputs)
+    corpus.write_bytes(b"one")  # the same bytes again (a newer mtime): the same input
+    assert _finished(config, out, 3, args, "teacher", run_inputs(config, args))
+    corpus.write_bytes(b"two")  # the corpus changed at the same path: trained again
+    assert not _finished(config, out, 3, args, "teacher", run_inputs(config, args))
+    corpus.write_bytes(b"one")
+    config.write_text(config.read_text(encoding="utf8") + "\n", encoding="utf8")  # the config's bytes changed
+    assert not _finished(config, out, 3, args, "teacher", run_inputs(config, args))
+    config.write_text(config.read_text(encoding="utf8")[:-1], encoding="utf8")
+    assert _finished(config, out, 3, args, "teacher", run_inputs(config, args))
+    (folder / INPUTS).unlink()  # trained by a version that recorded no inputs
+    assert not _finished(config, out, 3, args, "teacher", inputs)
+    (folder / INPUTS).write_text(json.dumps(inputs), encoding="utf8")
+    other = run_command(config, out, 4, args)
     (folder / "timing.json").write_text(json.dumps({"command": ["python", *other[other.index("--") + 2:]]}), encoding="utf8")
-    assert not _finished(config, out, 3, ["--training.max_steps", "4"], "teacher")
+    assert not _finished(config, out, 3, args, "teacher", inputs)
     (folder / "timing.json").write_text(json.dumps({"command": ["python", *train[1:]]}), encoding="utf8")
     (folder / "model-best").rmdir()
-    assert not _finished(config, out, 3, ["--training.max_steps", "4"], "teacher")
+    assert not _finished(config, out, 3, args, "teacher", inputs)
 
 
 def test_no_seeds_writes_an_empty_ensemble(setup, tmp_path) -> None:

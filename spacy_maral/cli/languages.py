@@ -22,7 +22,8 @@ def languages_command(
     """Train, guard, score and package each target language, one after the other, on the
     teachers the project trained once. Arguments after the options (--vars.KEY VALUE)
     go to every language's workflow. A language that fails is reported and the others go
-    on; a language finished earlier from the same text, teachers and settings is kept.
+    on; a language finished earlier from the same text, teachers, stage-2 config, source
+    corpora and settings is kept.
     Every outcome is in PROJECT/metrics/languages.json. Exit status 1 if any failed.
     """
     from spacy_maral.util import Printer

@@ -48,8 +48,9 @@ def train_teachers_command(
     """Train one teacher per seed side by side, e.g. for `pseudo-label --ensemble-from`.
     Every other option is passed to each `spacy train` (e.g. --paths.train
     corpus/en-train.spacy). A teacher already trained in OUTPUT_DIR with the same settings
-    (model-best, and the same arguments in its timing.json) is kept; one trained
-    otherwise is trained again.
+    from the same inputs (model-best, the same arguments in its timing.json, the same
+    bytes of the config and of the files the arguments name in its inputs.json) is kept;
+    one trained otherwise is trained again.
     """
     if teacher_seed >= 0 and teacher_seed in parse_seeds(seeds):
         raise typer.BadParameter(
@@ -71,7 +72,8 @@ def train_students_command(
     OUTPUT_DIR/students.json`. Every other option is passed to each `spacy train` (e.g.
     --paths.target corpus/de-pseudo); not a log, diagnostics or checkpoint path: each
     student writes its own in its folder (log.jsonl, diagnostics.jsonl, checkpoint). A
-    student already trained in OUTPUT_DIR with the same settings (model-last, and the
-    same arguments in its timing.json) is kept.
+    student already trained in OUTPUT_DIR with the same settings from the same inputs
+    (model-last, the same arguments in its timing.json, the same bytes in its
+    inputs.json) is kept.
     """
     _train(ctx, config, output_dir, seeds, jobs, "student")

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, Optional, Protocol, Sequence, Tuple, TypeVar, Union
 
 from spacy_maral.fileio import atomic_write_text, remove_stale_temporaries
+from spacy_maral.fingerprint import path_digest
 from spacy_maral.inference.engines.base import Done, Engine, Task
+from spacy_maral.pipeline.folder import pipeline_folder
 
 MANIFEST = "_manifest.json"
 # what a run's outputs are made from (JSON): input files, model, the settings that change them
@@ -27,26 +29,15 @@ Result = TypeVar("Result")  # what the worker's task returns
 
 
 def model_files(model: Union[str, Path]) -> str:
-    """SHA-256 of a model's files as they are now (each file's path within the model, size
-    and modification time), so that a model changed in place (retrained, or calibrated
-    into the same folder) is another model for a manifest.
+    """The digest of a model's files as they are now (each file's path within the model,
+    size and modification time: fingerprint.path_digest), so that a model changed in
+    place (retrained, or calibrated into the same folder) is another model for a manifest.
 
     model (Union[str, Path]): a pipeline directory, or an installed package name (its package folder).
     RETURNS (str): the digest ("" for a name that is neither: nothing to fingerprint).
     """
-    path = Path(str(model))
-    if not path.exists():
-        import spacy.util
-
-        try:
-            path = spacy.util.get_package_path(str(model))
-        except Exception:  # not installed: the model's own loading error comes later
-            return ""
-    digest = hashlib.sha256()
-    for item in sorted(p for p in path.rglob("*") if p.is_file()):
-        stat = item.stat()
-        digest.update(f"{item.relative_to(path).as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf8"))
-    return digest.hexdigest()
+    folder = pipeline_folder(model)
+    return path_digest(folder) if folder is not None else ""
 
 
 def manifest_digest(manifest: Manifest) -> str:
@@ -56,19 +47,6 @@ def manifest_digest(manifest: Manifest) -> str:
     manifest (Manifest): what the outputs are made from (check_manifest).
     """
     return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode("utf8")).hexdigest()
-
-
-def content_digest(parts: Iterable[bytes]) -> str:
-    """SHA-256 of a partition's input, given as byte strings (each one length-prefixed,
-    so that no two different sequences give the same digest).
-
-    parts (Iterable[bytes]): the partition's lines, or its payload.
-    """
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(len(part).to_bytes(8, "little"))
-        digest.update(part)
-    return digest.hexdigest()
 
 
 def check_manifest(

@@ -13,16 +13,19 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from spacy_maral.fileio import atomic_write_text
+from spacy_maral.fingerprint import path_digest
 
 SUMMARY = Path("metrics") / "languages.json"
-# what the per-language workflow is trained from, beside the language's text: the teacher
-# and the ensemble's teachers (their summary), as files of the project folder
-TEACHER_FILES = ("training/teacher/model-best/maral_ner/model", "training/ensemble/teachers.json")
+# what every language's workflow is trained from, beside its own text, as files of the
+# project folder: the teacher and the ensemble's teachers (their summary), the stage-2 config
+SHARED_FILES = ("training/teacher/model-best/maral_ner/model", "training/ensemble/teachers.json", "../configs/adapt.cfg")
+# and the corpora it reads, by the language variables of the settings that name them
+SHARED_CORPORA = (("source_lang", "corpus/{}-train.spacy"), ("source_lang", "corpus/{}-dev.spacy"), ("dev_lang", "corpus/{}-dev.spacy"))
 
 
 @dataclass
@@ -86,32 +89,45 @@ def package_name(name: str, lang: str, n_langs: int) -> str:
     return name if n_langs == 1 else f"{name}_{lang}"
 
 
-def file_digest(path: Path) -> str:
-    """The sha256 of a file's bytes, or of a folder's files (names and bytes, in order);
-    "absent" for a path that does not exist."""
-    path = Path(path)
-    if not path.exists():
-        return "absent"
-    digest = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for file in files:
-        digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
-        with open(file, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
+def setting(settings: Sequence[str], key: str) -> Optional[str]:
+    """The value of `--vars.KEY VALUE` (or `--vars.KEY=VALUE`) in the settings; None
+    where they don't set it.
+
+    settings (Sequence[str]): the workflow's `--vars` arguments.
+    key (str): the variable's name.
+    """
+    flag = f"--vars.{key}"
+    for i, arg in enumerate(settings):
+        if arg == flag and i + 1 < len(settings):
+            return settings[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def shared_inputs(project: Path, settings: Sequence[str]) -> List[Path]:
+    """The files every language's workflow is trained from (SHARED_FILES, and the source
+    and development corpora that the settings' `source_lang` and `dev_lang` name).
+
+    project (Path): the project folder.
+    settings (Sequence[str]): the workflow's `--vars` arguments.
+    """
+    corpora = [template.format(value) for key, template in SHARED_CORPORA if (value := setting(settings, key))]
+    return [project / name for name in (*SHARED_FILES, *dict.fromkeys(corpora))]
 
 
 def language_fingerprint(project: Path, text: Path, test: Path, settings: Sequence[str]) -> str:
-    """What a language's outputs are made from: its raw text and test set, the run's
-    teachers and the workflow settings.
+    """What a language's outputs are made from: the bytes of its raw text and test set,
+    of the run's teachers, the stage-2 config and the source corpora (shared_inputs),
+    and the workflow settings.
 
-    project (Path): the project folder (the teachers' files are read there).
+    project (Path): the project folder (the shared files are read there).
     text (Path): the language's raw text.
     test (Path): its test set (absent: no test).
     settings (Sequence[str]): the variables the workflow gets (the package name left out).
     """
-    parts = [file_digest(text), file_digest(test), *(file_digest(project / f) for f in TEACHER_FILES), *settings]
+    files = [text, test, *shared_inputs(project, settings)]
+    parts = [path_digest(f, content=True) for f in files] + list(settings)
     return hashlib.sha256("\n".join(parts).encode("utf8")).hexdigest()
 
 
@@ -121,13 +137,19 @@ def read_summary(project: Path) -> Dict[str, Dict]:
     if not path.exists():
         return {}
     try:
-        return json.loads(path.read_text(encoding="utf8"))["languages"]
-    except (ValueError, KeyError) as err:
-        raise ValueError(f"{path} is damaged ({err}): delete it to run every language again") from err
+        recorded = json.loads(path.read_text(encoding="utf8"))["languages"]
+        if not isinstance(recorded, dict):
+            raise TypeError(f"'languages' is a {type(recorded).__name__}, not an object")
+        return recorded
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path} is damaged ({type(err).__name__}: {err}): delete it to run every language again") from err
 
 
 def _outcome_figures(project: Path, lang: str, outcome: LanguageOutcome) -> None:
-    """Read what the guard shipped and the test F1s from the language's metrics files."""
+    """Read what the guard shipped and the test F1s from the language's metrics files.
+
+    RAISES (ValueError): a metrics file that is not what its command writes, named.
+    """
     from spacy_maral.evaluation.guard import read_verdict
 
     guard = project / "metrics" / f"{lang}-guard.json"
@@ -135,8 +157,21 @@ def _outcome_figures(project: Path, lang: str, outcome: LanguageOutcome) -> None
         outcome.shipped = read_verdict(guard)[0]
     test = project / "metrics" / f"{lang}-test.json"
     if test.exists():
-        results = json.loads(test.read_text(encoding="utf8")).get("results") or {}
-        outcome.test_f1 = {name: r["raw_text"]["ents_f"] for name, r in results.items()} or None
+        try:
+            results = json.loads(test.read_text(encoding="utf8")).get("results") or {}
+            outcome.test_f1 = {name: float(r["raw_text"]["ents_f"]) for name, r in results.items()} or None
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"{test} is not a result of `spacy_maral evaluate` ({type(err).__name__}: {err})") from err
+
+
+def recorded_outcome(record: Dict) -> Optional[LanguageOutcome]:
+    """A language's outcome as languages.json recorded it; None for a record that isn't
+    one (damaged, or of another version): that language runs again."""
+    names = {f.name for f in fields(LanguageOutcome)}
+    try:
+        return LanguageOutcome(**{k: v for k, v in record.items() if k in names})
+    except (TypeError, AttributeError):
+        return None
 
 
 def run_languages(
@@ -172,12 +207,12 @@ def run_languages(
         text_path, test_path = lang_path(text, lang), lang_path(test, lang)
         package = package_name(name, lang, len(langs))
         fingerprint = language_fingerprint(project, text_path, test_path, [lang, *settings])
-        earlier = recorded.get(lang)
+        earlier = recorded_outcome(recorded[lang]) if lang in recorded else None
         target = workflow
-        if earlier and earlier.get("status") == "shipped" and earlier.get("fingerprint") == fingerprint:
-            if earlier.get("package") == package:
+        if earlier and earlier.status == "shipped" and earlier.fingerprint == fingerprint:
+            if earlier.package == package:
                 echo(f"[{i}/{len(langs)}] {lang}: finished earlier from the same text, teachers and settings: kept")
-                outcomes[lang] = LanguageOutcome(**earlier)
+                outcomes[lang] = earlier
                 continue
             target = "package"  # only its package name changed (the run gained languages)
         argv = [sys.executable, "-m", "spacy", "project", "run", target, str(project),
@@ -190,7 +225,10 @@ def run_languages(
                                   package=package, returncode=code, seconds=round(time.monotonic() - started, 1))
         outcomes[lang] = outcome
         if code == 0:
-            _outcome_figures(project, lang, outcome)
+            try:
+                _outcome_figures(project, lang, outcome)
+            except ValueError as err:  # shipped all the same: recorded, and the others go on
+                echo(f"[{i}/{len(langs)}] {lang}: shipped, but its figures could not be read: {err}")
         else:
             echo(f"[{i}/{len(langs)}] {lang}: FAILED (exit status {code}); the other languages go on")
         recorded[lang] = asdict(outcome)

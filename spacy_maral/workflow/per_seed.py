@@ -8,9 +8,11 @@ there), run under `spacy_maral.bench measure` (its wall time and peak memory in 
 console output in its train.log, side by side with spacy_maral.workflow.parallel.run_parallel.
 At most `jobs` run at once, and the machine's cores are shared between them
 (OMP_NUM_THREADS): on a small machine several single-threaded trainings finish sooner
-than the same trainings one after another with all cores each. A run whose folder already holds its model and a timing.json of the
-same `spacy train` arguments is kept, so a job that was stopped and started again
-trains only the missing ones; one trained with other settings is trained again.
+than the same trainings one after another with all cores each. A run whose folder already holds its model, a timing.json of the
+same `spacy train` arguments and an inputs.json of the same inputs (the bytes of the
+config and of every file or folder an argument names) is kept, so a job that was
+stopped and started again trains only the missing ones; one trained with other settings
+or from inputs that changed since is trained again.
 """
 import json
 import shlex
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
 from spacy_maral.fileio import atomic_write_text
+from spacy_maral.fingerprint import path_digest
 from spacy_maral.threads import cpu_share
 from spacy_maral.training.selection import SNAPSHOTS
 from spacy_maral.workflow.parallel import run_parallel
@@ -35,6 +38,8 @@ RUN_FILES: Dict[str, Dict[str, str]] = {
                 "--paths.snapshots": SNAPSHOTS},
 }
 SHARED_FILES = tuple(RUN_FILES["student"])  # set for no teacher: one file for every teacher, refused
+TIMING = "timing.json"  # in a run's folder: its command, wall time and peak memory (bench measure)
+INPUTS = "inputs.json"  # in a run's folder: the digests of what it was trained from (run_inputs)
 
 
 def summary_name(role: str) -> str:
@@ -107,16 +112,19 @@ def train_per_seed(
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"give distinct seeds (got {list(seeds)})")
     check_overrides(overrides, role)
-    todo = [s for s in seeds if not _finished(config, output_dir, s, overrides, role)]
+    inputs = run_inputs(config, overrides)
+    todo = [s for s in seeds if not _finished(config, output_dir, s, overrides, role, inputs)]
     for seed in seeds:
         if seed not in todo:
-            report(f"{role}-s{seed}: kept (trained earlier with these settings: {run_dir(output_dir, seed, role) / ROLES[role]})")
-        elif (run_dir(output_dir, seed, role) / "timing.json").is_file():
-            report(f"{role}-s{seed}: trained earlier with other settings; training it again")
+            kept = run_dir(output_dir, seed, role) / ROLES[role]
+            report(f"{role}-s{seed}: kept (trained earlier from these inputs and settings: {kept})")
+        elif (run_dir(output_dir, seed, role) / TIMING).is_file():
+            report(f"{role}-s{seed}: trained earlier with other settings or from inputs that changed since; training it again")
     at_once = min(jobs or len(todo), len(todo)) if todo else 1
     threads = cpu_share(at_once)
     for seed in todo:
-        (run_dir(output_dir, seed, role) / "timing.json").unlink(missing_ok=True)  # written again when it succeeds
+        (run_dir(output_dir, seed, role) / TIMING).unlink(missing_ok=True)  # written again when it succeeds
+        atomic_write_text(run_dir(output_dir, seed, role) / INPUTS, json.dumps(inputs, indent=2))
     commands = [shlex.join(run_command(config, output_dir, seed, overrides, role)) for seed in todo]
     logs = [run_dir(output_dir, seed, role) / "train.log" for seed in todo]
     failed = set(run_parallel(commands, jobs=at_once, threads=threads, logs=logs, status_every_s=status_every_s))
@@ -126,7 +134,7 @@ def train_per_seed(
     summary = {}
     for seed in seeds:
         folder = run_dir(output_dir, seed, role)
-        timing = json.loads((folder / "timing.json").read_text(encoding="utf8"))
+        timing = json.loads((folder / TIMING).read_text(encoding="utf8"))
         summary[str(seed)] = {"model": str(folder / ROLES[role]), "wall_s": timing["wall_s"],
                               "peak_rss_gb": timing["peak_rss_gb"], "kept": seed not in todo}
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -135,14 +143,33 @@ def train_per_seed(
     return summary
 
 
-def _finished(config: Path, output_dir: Path, seed: int, overrides: Sequence[str], role: str) -> bool:
+def run_inputs(config: Path, overrides: Sequence[str]) -> Dict[str, str]:
+    """What the runs are trained from, beside their arguments: the content digest
+    (fingerprint.path_digest) of the config and of every existing file or folder that
+    an override names (a corpus, the pseudo-labels, a teacher to start from), by path.
+
+    config (Path): the training config.
+    overrides (Sequence[str]): the `spacy train` arguments shared by the runs.
+    """
+    inputs = {str(config): path_digest(config, content=True)}
+    for arg in overrides:
+        value = arg.split("=", 1)[1] if arg.startswith("--") and "=" in arg else arg
+        if value and not value.startswith("-") and Path(value).exists():
+            inputs[value] = path_digest(value, content=True)
+    return inputs
+
+
+def _finished(config: Path, output_dir: Path, seed: int, overrides: Sequence[str], role: str, inputs: Dict[str, str]) -> bool:
     """Whether the run of `seed` was trained to the end with this config and these
-    overrides (the `spacy train` arguments its timing.json recorded)."""
+    overrides (the `spacy train` arguments its timing.json recorded) from these inputs
+    (run_inputs, recorded in its inputs.json)."""
     folder = run_dir(output_dir, seed, role)
     if not (folder / ROLES[role]).is_dir():
         return False
     try:
-        recorded = json.loads((folder / "timing.json").read_text(encoding="utf8"))["command"]
+        recorded = json.loads((folder / TIMING).read_text(encoding="utf8"))["command"]
+        if json.loads((folder / INPUTS).read_text(encoding="utf8")) != inputs:
+            return False
     except (OSError, ValueError, KeyError, TypeError):
         return False
     command = run_command(config, output_dir, seed, overrides, role)
@@ -155,7 +182,7 @@ def run_command(config: Path, output_dir: Path, seed: int, overrides: Sequence[s
     output folder, its seed, its own files of RUN_FILES, then `overrides`."""
     folder = run_dir(output_dir, seed, role)
     own = [arg for name, file in RUN_FILES[role].items() for arg in (name, str(folder / file))]
-    return ["python", "-m", "spacy_maral.bench", "measure", str(folder / "timing.json"), "--",
+    return ["python", "-m", "spacy_maral.bench", "measure", str(folder / TIMING), "--",
             "python", "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", str(seed), *own, *overrides]
 
 

@@ -10,7 +10,7 @@ import pyarrow
 import pyarrow.parquet as pq
 
 from spacy_maral.corpora.lines import decode_line
-from spacy_maral.inference.runner import content_digest
+from spacy_maral.fingerprint import bytes_digest
 
 FORMATS = ("auto", "text", "jsonl", "parquet")
 DEFAULT_ID_FIELD = "id"  # the one id field that may be missing (then the id is FILE:LINE)
@@ -270,4 +270,4 @@ def partition_digest(partition: Partition) -> str:
             yield f"{file.name}\n{line}".encode("utf8")
             yield raw if isinstance(raw, bytes) else json.dumps(list(raw), ensure_ascii=False, default=str).encode("utf8")
 
-    return content_digest(parts())
+    return bytes_digest(parts())

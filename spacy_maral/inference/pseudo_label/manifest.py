@@ -8,6 +8,7 @@ from typing import Dict, List, Sequence
 from spacy.language import Language
 
 from spacy_maral.corpora.docbin import docbin_paths
+from spacy_maral.fingerprint import file_stats
 from spacy_maral.inference.runner import Manifest
 from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.pipeline.loading import encoder_runtime_of
@@ -51,7 +52,7 @@ def input_fingerprint(path: Path) -> List[Dict[str, object]]:
     input directory (as `annotate` records its inputs): what a resumed run must find
     unchanged."""
     files = docbin_paths(path) if path.is_dir() else [path]
-    return [{"name": f.name, "bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns} for f in files]
+    return file_stats(files)
 
 
 def head_fingerprint(ner: MaralNER) -> str:

@@ -16,8 +16,8 @@ from typing import Dict, Iterable, Iterator, List, Optional
 from spacy.tokens import Doc, DocBin
 
 from spacy_maral.fileio import atomic_open, atomic_write_text
+from spacy_maral.fingerprint import bytes_digest
 from spacy_maral.inference.pseudo_label.task import shard_bytes
-from spacy_maral.inference.runner import content_digest
 
 SHARDS = "shard-*.spacy"
 SIDECARS = "shard-*.spacy.json"  # beside each shard: what it was made from (shard_identity)
@@ -61,7 +61,7 @@ def sidecar_path(shard: Path) -> Path:
 def shard_identity(run_digest: str, payload: bytes) -> Dict[str, str]:
     """What a shard is made from: the run's manifest digest and the digest of its
     unlabelled sentences (their DocBin bytes)."""
-    return {"manifest_sha256": run_digest, "input_sha256": content_digest([payload])}
+    return {"manifest_sha256": run_digest, "input_sha256": bytes_digest([payload])}
 
 
 def write_shard(shard: Shard, labelled: bytes, run_digest: str) -> None:
