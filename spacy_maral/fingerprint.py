@@ -9,29 +9,34 @@ modification time (cheap: a model folder changed in place is another model), and
 """
 import hashlib
 from pathlib import Path
-from typing import Dict, Iterable, List, Union
+from typing import Collection, Dict, Iterable, List, Union
 
 ABSENT = "absent"  # path_digest of a path that does not exist
 
 
-def _files(path: Path) -> List[Path]:
-    """A folder's files (sorted by their path within it), or the file itself."""
-    return sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+def _files(path: Path, skip: Collection[str] = ()) -> List[Path]:
+    """A folder's files (sorted by their path within it; those named in `skip` left
+    out), or the file itself."""
+    if not path.is_dir():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.name not in skip)
 
 
-def path_digest(path: Union[str, Path], *, content: bool = False) -> str:
+def path_digest(path: Union[str, Path], *, content: bool = False, skip: Collection[str] = ()) -> str:
     """SHA-256 of a file, or of a folder's files: each file's path within the folder (a
     file's own name) with its size and modification time, or with its bytes.
 
     path (Union[str, Path]): the file or folder.
     content (bool): digest the bytes (True) or only sizes and modification times (False).
+    skip (Collection[str]): names of a folder's files to leave out, at any depth (the
+        records of how a run went, rewritten by a run that changed nothing else).
     RETURNS (str): the hex digest; ABSENT where `path` does not exist.
     """
     path = Path(path)
     if not path.exists():
         return ABSENT
     digest = hashlib.sha256()
-    for file in _files(path):
+    for file in _files(path, skip):
         name = (file.relative_to(path).as_posix() if path.is_dir() else file.name).encode("utf8")
         stat = file.stat()
         if not content:

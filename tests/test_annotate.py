@@ -10,6 +10,7 @@ The Ray tests run on a local Ray instance of 2 CPUs. Ray is an optional extra
 tests instead of skipping them.
 """
 import json
+import logging
 import os
 import re
 import signal
@@ -280,12 +281,13 @@ def test_ray_and_local_processes_equal_the_local_engine(trained_dir, tmp_path, r
     import ray.data
 
     context = ray.data.DataContext.get_current()
-    before = (context.enable_progress_bars, context.wait_for_min_actors_s)
+    before = (context.enable_progress_bars, context.wait_for_min_actors_s, logging.getLogger("ray.data").level)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         on_ray = run_annotate(trained_dir, corpus.resolve().as_uri(), tmp_path / "ray", engine="ray", num_actors=2, **settings)
     assert not [w for w in caught if "ray_remote_args" in str(w.message)]  # the engine's own call warns nothing
-    assert (context.enable_progress_bars, context.wait_for_min_actors_s) == before  # a user's Ray Data settings put back
+    after = (context.enable_progress_bars, context.wait_for_min_actors_s, logging.getLogger("ray.data").level)
+    assert after == before  # a user's Ray Data settings put back
     assert on_ray.engine == "ray" and on_ray.n_workers == 2 and len(on_ray.workers) == 2  # both actors worked
     assert local.documents == on_ray.documents == len(CORPUS) and local.entities == on_ray.entities
     reference = table_of(tmp_path / "local")

@@ -192,6 +192,12 @@ def test_epoch_hook_writes_snapshots_every_n_steps(trained, tmp_path) -> None:
     )
     with pytest.raises(ValueError, match="snapshot_dir"):
         make_epoch_hook(snapshot_every=2)
+    (tmp_path / "a-file").write_text("mine", encoding="utf8")  # refused when the hook is made, not at its first save
+    for where in ({"checkpoint_dir": str(tmp_path / "a-file"), "checkpoint_every": 2},
+                  {"snapshot_dir": str(tmp_path / "a-file"), "snapshot_every": 2}):
+        with pytest.raises(ValueError, match="a-file is a file, not a folder"):
+            make_epoch_hook(**where)
+    assert (tmp_path / "a-file").read_text(encoding="utf8") == "mine"
     # the command averages the snapshots from a step on, then the inputs: step 4's
     # weights are moved here, so the mean shows which snapshots it took
     step2, step4 = tmp_path / "snaps" / "step-000002", tmp_path / "snaps" / "step-000004"

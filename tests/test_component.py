@@ -604,6 +604,9 @@ def test_source_into_another_pipeline_with_replace_listeners(trained_dir, tmp_pa
     nlp = _german_pipeline()
     nlp.add_pipe("maral_ner", source=source)
     _check_sourced(nlp)
+    # its copy's windows read its own encoder, not the source's transformer (kept alive otherwise)
+    copied = next(node for node in nlp.get_pipe("maral_ner").model.walk() if node.name == "encoder_runtime")
+    assert copied.encoder.attrs["get_spans"].encoder is copied.encoder is not source.get_pipe("transformer").model.encoder
     nlp.get_pipe("maral_ner").ents_filter = registry.misc.get(EXISTING_FILTER)()
     assert ents_of(nlp(SENTENCE)) == [("Angela Merkel", "PER"), ("Paris", "CITY"), ("Monday", "DAY")]
     nlp.to_disk(tmp_path / "german")

@@ -218,6 +218,38 @@ def test_a_changed_stage2_config_or_source_corpus_trains_every_language_again(tm
     assert project.calls == [("language", "de"), ("language", "fi")]
 
 
+def test_the_ensemble_counts_by_its_teachers_weights_not_by_its_summary(tmp_path) -> None:
+    write(tmp_path / "de.txt", [GERMAN])
+    project = FakeProject(tmp_path / "project")
+    weights = project.root / "training/ensemble/teacher-s1/model-best/maral_ner/model"
+    weights.parent.mkdir(parents=True)
+    weights.write_text("one", encoding="utf8")
+    summary = project.root / "training/ensemble/teachers.json"
+
+    def summarize(kept: bool) -> None:
+        entry = {"model": "training/ensemble/teacher-s1/model-best", "wall_s": 1.0, "peak_rss_gb": 1.0, "kept": kept}
+        summary.write_text(json.dumps({"teachers": {"1": entry}}), encoding="utf8")
+
+    summarize(kept=False)
+    run(project, tmp_path, ["de"])
+    project.calls = []
+    summarize(kept=True)  # train-teachers ran again and kept its teacher
+    run(project, tmp_path, ["de"])
+    assert project.calls == []
+    weights.write_text("two", encoding="utf8")  # that teacher was trained again
+    run(project, tmp_path, ["de"])
+    assert project.calls == [("language", "de")]
+
+
+def test_a_variable_is_its_last_setting_else_project_yml(tmp_path) -> None:
+    from spacy_maral.workflow.languages import setting
+
+    (tmp_path / "project.yml").write_text("vars:\n  source_lang: en\n  dev_lang: es\n", encoding="utf8")
+    assert setting(tmp_path, ["--vars.dev_lang", "fi", "--vars.dev_lang=de"], "dev_lang") == "de"
+    assert setting(tmp_path, ["--vars.dev_lang", "fi"], "source_lang") == "en"
+    assert setting(tmp_path, [], "target_langs") is None
+
+
 def test_a_bad_metrics_file_is_named_and_the_other_languages_go_on(tmp_path) -> None:
     for lang in ("de", "fi"):
         write(tmp_path / f"{lang}.txt", [GERMAN])

@@ -222,12 +222,20 @@ def test_export_leaves_maral_mlm_out(tiny_encoder, tmp_path) -> None:
     assert not (tmp_path / "export" / "maral_mlm").exists()
 
 
-def test_a_maral_mlm_sourced_from_another_pipeline_refuses_to_train_that_ones_transformer(tiny_encoder) -> None:
+def test_a_maral_mlm_sourced_from_another_pipeline_refuses_to_train_that_ones_transformer(tiny_encoder, tmp_path) -> None:
     """spaCy hands a sourced component over as it is: it would train its first
-    pipeline's transformer. Its update refuses, naming the fix; initialized in the new
-    pipeline, it trains that one's."""
+    pipeline's transformer. Its update refuses, naming the fix, whether sourced through
+    a config (as `spacy train` does: not initialized, the vocab shared) or in Python;
+    initialized in the new pipeline, it trains that one's."""
     first = mlm_nlp(tiny_encoder)
     first.initialize(lambda: make_examples(first))
+    first.to_disk(tmp_path / "first")
+    config = build_nlp(tiny_encoder).config
+    config["components"]["maral_mlm"] = {"source": str(tmp_path / "first")}
+    config["nlp"]["pipeline"] = [*config["nlp"]["pipeline"], "maral_mlm"]
+    from_config = spacy.util.load_model_from_config(config, auto_fill=True)
+    with pytest.raises(ValueError, match="was not initialized in this pipeline"):
+        from_config.get_pipe("maral_mlm").update(make_examples(from_config), sgd=None)
     second = build_nlp(tiny_encoder)
     second.add_pipe("maral_mlm", source=first)
     examples = make_examples(second)

@@ -143,6 +143,29 @@ def test_a_run_is_kept_only_with_its_recorded_arguments(setup, tmp_path) -> None
     assert not _finished(config, out, 3, args, "teacher", inputs)
 
 
+def test_a_folder_of_inputs_counts_by_what_it_made_not_by_its_run_records(setup, tmp_path) -> None:
+    """`--paths.target corpus/de-pseudo` (the `--x y` form of project.yml): its shards
+    count; its lock, summary and an encoder's build record, which a rerun that keeps
+    everything rewrites, do not."""
+    from spacy_maral.workflow.per_seed import run_inputs
+
+    _, config = setup
+    pseudo = tmp_path / "de-pseudo"
+    pseudo.mkdir()
+    for name, text in (("shard-00000.spacy", "labels"), ("_lock", "123\n"), ("summary.json", '{"shards_kept": 0}'),
+                       ("build_info.json", '{"build_seconds": 30}')):
+        (pseudo / name).write_text(text, encoding="utf8")
+    args = ["--paths.target", str(pseudo), "--training.max_steps", "4"]
+    first = run_inputs(config, args)
+    assert sorted(first) == sorted([str(config), str(pseudo)])
+    (pseudo / "_lock").write_text("456\n", encoding="utf8")
+    (pseudo / "summary.json").write_text('{"shards_kept": 1}', encoding="utf8")
+    (pseudo / "build_info.json").write_text('{"build_seconds": 31}', encoding="utf8")
+    assert run_inputs(config, args) == first
+    (pseudo / "shard-00000.spacy").write_text("other labels", encoding="utf8")
+    assert run_inputs(config, args) != first
+
+
 def test_no_seeds_writes_an_empty_ensemble(setup, tmp_path) -> None:
     _, config = setup
     assert train_per_seed(config, tmp_path / "t", []) == {}

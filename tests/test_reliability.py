@@ -256,13 +256,15 @@ def test_words_without_subwords_are_counted_and_listed(limited_pipeline, tmp_pat
 
 # --------------------------------------------------------------- 4. Ray failures end
 @pytest.mark.slow
-def test_ray_address_that_does_not_answer_fails_fast(ruler_dir) -> None:
+def test_ray_address_that_does_not_answer_fails_fast(ruler_dir, monkeypatch) -> None:
     pytest.importorskip("ray")
+    monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
     started = time.time()
     with pytest.raises(RuntimeError, match="does not answer"):
         with make_engine("ray", ruler_dir, address="127.0.0.1:1", connect_timeout=5):
             pass
     assert time.time() - started < 30
+    assert "RAY_USAGE_STATS_ENABLED" not in os.environ  # what the engine set is gone with it
 
 
 def die_on_payload(nlp, payload, **kwargs):

@@ -24,6 +24,7 @@ def _run_folder(root, snapshot_steps, last=True):
 def test_candidates_are_the_snapshots_in_step_order_then_model_last(tmp_path) -> None:
     run = _run_folder(tmp_path / "student-s0", [200, 100, 1000])
     (run / "snapshots" / "notes.txt").write_text("not a snapshot")
+    (run / "snapshots" / "step-00010\u00b2").mkdir()  # digits that are no ASCII number: not a snapshot
     names = [p.name for p in checkpoint_candidates(run, skip_first=0.0)]
     assert names == ["step-000100", "step-000200", "step-001000", "model-last"]
     assert [p.name for p in checkpoint_candidates(_run_folder(tmp_path / "plain", []))] == ["model-last"]

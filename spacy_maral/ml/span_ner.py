@@ -318,7 +318,7 @@ def build_head(model: Model) -> None:
         mixed_precision=attrs["mixed_precision"],
         grad_scaler=attrs["grad_scaler"],
     )
-    model._layers.append(wrapper)
+    model.layers.append(wrapper)
     model.set_ref("head", wrapper)
 
 

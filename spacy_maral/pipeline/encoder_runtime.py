@@ -110,7 +110,14 @@ class EncoderRuntime(Model):
         return resolve_precision(self.settings["precision"], _on_gpu(self.encoder))
 
     def copy(self) -> "EncoderRuntime":
-        return EncoderRuntime(self.encoder.copy(), **self.settings)
+        """A copy with its own encoder and its own window getter, bound to that encoder
+        (spacy-transformers' copy shares the getter, which would keep the original
+        encoder, and its weights, alive as long as the copy lives)."""
+        encoder = self.encoder.copy()
+        getter = encoder.attrs.get("get_spans")
+        if isinstance(getter, EncoderWindows):
+            encoder.attrs["get_spans"] = EncoderWindows(getter.window, getter.stride)
+        return EncoderRuntime(encoder, **self.settings)
 
     # The layer adds nothing to what is saved: `transformer/model` is the TransformerModel's
     # own serialization (the same file with or without this layer, older pipelines too).

@@ -184,7 +184,7 @@ def make_maral_mlm(
     seed (int): seed of the masking.
     """
     return MaralMLM(
-        nlp.vocab, nlp, name, transformer=transformer, weight=weight, mask_prob=mask_prob,
+        nlp.vocab, name, transformer=transformer, weight=weight, mask_prob=mask_prob,
         target_only=target_only, require_pretrained_head=require_pretrained_head,
         head_from=head_from, max_length=max_length, seed=seed,
     )
@@ -199,7 +199,6 @@ class MaralMLM(TrainablePipe):
     def __init__(
         self,
         vocab: Vocab,
-        nlp: Language,
         name: str = "maral_mlm",
         *,
         transformer: str = "transformer",
@@ -216,7 +215,10 @@ class MaralMLM(TrainablePipe):
         if not 0.0 < mask_prob < 1.0:
             raise ValueError(f"maral_mlm: mask_prob must be in (0, 1), got {mask_prob}")
         self.vocab = vocab
-        self._nlp = nlp  # the pipeline it was made in, or initialized in (initialize)
+        # the pipeline whose transformer it trains: the one that initialized it (initialize),
+        # never the one it was made in (a component sourced into another pipeline is the same
+        # object, made in its source pipeline)
+        self._nlp: Optional[Language] = None
         self.name = name
         self.transformer_name = transformer
         self.weight = float(weight)
@@ -231,7 +233,15 @@ class MaralMLM(TrainablePipe):
 
     # ------------------------------------------------------------- the encoder
     def _transformer(self) -> Tuple[Any, Any]:
-        """The shared Hugging Face model and tokenizer."""
+        """The shared Hugging Face model and tokenizer, of the pipeline that initialized
+        this component."""
+        if self._nlp is None:
+            raise ValueError(
+                f"maral_mlm '{self.name}' was not initialized in this pipeline, so it does not know whose "
+                "transformer to train: make it by its factory in the training config (factory = \"maral_mlm\"), "
+                "not sourced from another pipeline, or call its initialize(get_examples, nlp=nlp) (its LM head "
+                "starts again from head_from)"
+            )
         if self.transformer_name not in self._nlp.pipe_names:
             raise ValueError(
                 f"maral_mlm: the pipeline has no '{self.transformer_name}' component to train "
@@ -260,10 +270,12 @@ class MaralMLM(TrainablePipe):
         """Build the LM head for the transformer, from its checkpoint where it has one.
 
         get_examples (Callable[[], Iterable[Example]]): the training data (unused).
-        nlp (Optional[Language]): the pipeline.
+        nlp (Optional[Language]): the pipeline whose transformer this component trains
+            (Language.initialize passes it).
         """
-        if nlp is not None:
-            self._nlp = nlp
+        if nlp is None:
+            raise ValueError(f"maral_mlm '{self.name}': initialize needs the pipeline (nlp.initialize() passes it)")
+        self._nlp = nlp
         hf_model, _ = self._transformer()
         config = hf_model.config
         activation = config.hidden_act if isinstance(config.hidden_act, str) else "gelu"
@@ -322,8 +334,9 @@ class MaralMLM(TrainablePipe):
 
     def _check_pipeline(self, examples: Sequence[Example]) -> None:
         """Refuse a batch of another pipeline than the one whose transformer this
-        component trains: a maral_mlm sourced from another pipeline (spaCy hands over
-        the component itself) would train that pipeline's transformer."""
+        component trains: a maral_mlm initialized in one pipeline and sourced into
+        another (spaCy hands over the component itself) would train the first one's."""
+        self._transformer()  # initialized somewhere
         if examples and examples[0].predicted.vocab is not self._nlp.vocab:
             raise ValueError(
                 f"maral_mlm '{self.name}' trains the transformer of the pipeline it was made in, not of the one "

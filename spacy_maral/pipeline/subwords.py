@@ -95,8 +95,8 @@ class EncoderWindows:
     def bind(self, encoder: Any) -> None:
         """Read the tokenizer and the limit from `encoder` (a spacy-transformers
         TransformerModel; they exist once it is initialized or loaded). Called by
-        spacy_maral.EncoderRuntime.v1 when the config builds it; a getter already bound (a
-        copy of the model shares its getter) keeps its encoder, whose tokenizer is the same.
+        spacy_maral.EncoderRuntime.v1 when the config builds it, or when it is copied (the
+        copy gets a getter of its own); a getter already bound keeps its encoder.
         """
         if self.encoder is None:
             self.encoder = encoder

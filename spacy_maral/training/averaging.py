@@ -21,6 +21,7 @@ from thinc.api import Model, PyTorchShim
 
 from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.pipeline.maral_ner import MaralNER
+from spacy_maral.training.callbacks import snapshot_step
 
 WeightRef = Tuple[Callable[[], numpy.ndarray], Callable[[numpy.ndarray], None]]
 
@@ -167,12 +168,6 @@ def set_class_means(nlp: Language, means: Dict[str, numpy.ndarray]) -> None:
 
     for name, value in means.items():
         get_span_head(nlp.get_pipe(name).model).set_class_means(torch.from_numpy(value))
-
-
-def snapshot_step(path: Path) -> Optional[int]:
-    """The step of a snapshot folder (step-NNNNNN), None for any other name."""
-    name = Path(path).name
-    return int(name[5:]) if name.startswith("step-") and name[5:].isdigit() else None
 
 
 def snapshots_from(snapshot_dir: Path, from_step: int = 0) -> List[Path]:

@@ -8,6 +8,8 @@ from spacy_maral.fileio import old_dir, replace_dir
 from spacy_maral.training.compact import keep_encoder_layers
 from spacy_maral.util import logger, registry
 
+SNAPSHOT_PREFIX = "step-"  # a snapshot folder's name: step-NNNNNN (snapshot_path)
+
 
 def freeze_word_embeddings_of(nlp: Language) -> int:
     """Stop training the word-embedding matrix of every transformer in the pipeline.
@@ -129,6 +131,9 @@ def make_epoch_hook(
     """
     if snapshot_every and not snapshot_dir:
         raise ValueError("epoch_hook: snapshot_every is set but snapshot_dir is not (where should the snapshots go?)")
+    for what, folder in (("checkpoint_dir", checkpoint_dir), ("snapshot_dir", snapshot_dir)):
+        if folder and Path(folder).exists() and not Path(folder).is_dir():  # found now, not at the first save
+            raise ValueError(f"epoch_hook: {what} {folder} is a file, not a folder; nothing was written (choose a folder)")
     state = {"epoch": 0, "started": False}
 
     def before_update(nlp: Language, info: Dict[str, Any]) -> None:
@@ -180,7 +185,13 @@ def save_checkpoint(nlp: Language, path: Path) -> None:
 
 def snapshot_path(snapshot_dir: Path, step: int) -> Path:
     """Where the snapshot of `step` goes: SNAPSHOT_DIR/step-NNNNNN (sorts by step)."""
-    return Path(snapshot_dir) / f"step-{step:06d}"
+    return Path(snapshot_dir) / f"{SNAPSHOT_PREFIX}{step:06d}"
+
+
+def snapshot_step(path: Path) -> Optional[int]:
+    """The step of a snapshot folder (snapshot_path's step-NNNNNN), None for any other name."""
+    digits = Path(path).name[len(SNAPSHOT_PREFIX):]
+    return int(digits) if Path(path).name.startswith(SNAPSHOT_PREFIX) and digits.isascii() and digits.isdigit() else None
 
 
 def save_snapshot(nlp: Language, snapshot_dir: Path, step: int) -> Path:

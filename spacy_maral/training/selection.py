@@ -120,7 +120,8 @@ def checkpoint_candidates(run_folder: Path, skip_first: float = SKIP_FIRST) -> L
         snapshot.
     RAISES (ValueError): the run has no model-last, or `skip_first` is outside [0, 1).
     """
-    from spacy_maral.training.averaging import snapshot_step, snapshots_from
+    from spacy_maral.training.averaging import snapshots_from
+    from spacy_maral.training.callbacks import snapshot_step
 
     check_skip_first(skip_first)
     run_folder = Path(run_folder)

@@ -5,8 +5,9 @@ For each language the project's `language` workflow runs as a child `spacy proje
 with that language's variables (its code, its raw text, its optional test set, its
 package name). A language that fails is recorded and the next one runs; the run ends
 with every language's outcome in `metrics/languages.json`. A language finished earlier
-with the same inputs (its text, the teachers, the settings) is kept, not trained again,
-so adding a language to a finished run trains only the new one.
+with the same inputs (its text and test set, the teachers, the stage-2 config, the
+source and development corpora, the settings) is kept, not trained again, so adding a
+language to a finished run trains only the new one.
 """
 import hashlib
 import json
@@ -22,8 +23,11 @@ from spacy_maral.fingerprint import path_digest
 
 SUMMARY = Path("metrics") / "languages.json"
 # what every language's workflow is trained from, beside its own text, as files of the
-# project folder: the teacher and the ensemble's teachers (their summary), the stage-2 config
-SHARED_FILES = ("training/teacher/model-best/maral_ner/model", "training/ensemble/teachers.json", "../configs/adapt.cfg")
+# project folder: the teacher's weights, the ensemble's summary (each of its teachers'
+# weights are read from it: shared_inputs) and the stage-2 config
+TEACHER_WEIGHTS = "maral_ner/model"  # in a teacher's model folder
+ENSEMBLE = "training/ensemble/teachers.json"
+SHARED_FILES = ("training/teacher/model-best/" + TEACHER_WEIGHTS, "../configs/adapt.cfg")
 # and the corpora it reads, by the language variables of the settings that name them
 SHARED_CORPORA = (("source_lang", "corpus/{}-train.spacy"), ("source_lang", "corpus/{}-dev.spacy"), ("dev_lang", "corpus/{}-dev.spacy"))
 
@@ -89,31 +93,48 @@ def package_name(name: str, lang: str, n_langs: int) -> str:
     return name if n_langs == 1 else f"{name}_{lang}"
 
 
-def setting(settings: Sequence[str], key: str) -> Optional[str]:
-    """The value of `--vars.KEY VALUE` (or `--vars.KEY=VALUE`) in the settings; None
-    where they don't set it.
+def setting(project: Path, settings: Sequence[str], key: str) -> Optional[str]:
+    """The value of a workflow variable: the last `--vars.KEY VALUE` (or
+    `--vars.KEY=VALUE`) of the settings, as spaCy takes it, else the project's
+    project.yml; None where neither sets it.
 
+    project (Path): the project folder.
     settings (Sequence[str]): the workflow's `--vars` arguments.
     key (str): the variable's name.
     """
-    flag = f"--vars.{key}"
+    flag, value = f"--vars.{key}", None
     for i, arg in enumerate(settings):
         if arg == flag and i + 1 < len(settings):
-            return settings[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
+            value = settings[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    if value is None and (project / "project.yml").is_file():
+        import srsly
+
+        try:
+            value = (srsly.read_yaml(project / "project.yml").get("vars") or {}).get(key)
+        except (OSError, ValueError, AttributeError):  # weasel's own reading of it reports what is wrong
+            value = None
+    return None if value is None else str(value)
 
 
 def shared_inputs(project: Path, settings: Sequence[str]) -> List[Path]:
-    """The files every language's workflow is trained from (SHARED_FILES, and the source
-    and development corpora that the settings' `source_lang` and `dev_lang` name).
+    """The files every language's workflow is trained from: SHARED_FILES, the weights of
+    each teacher of the ensemble (from its summary; the summary itself where it can't be
+    read), and the source and development corpora of the variables `source_lang` and
+    `dev_lang`.
 
     project (Path): the project folder.
     settings (Sequence[str]): the workflow's `--vars` arguments.
     """
-    corpora = [template.format(value) for key, template in SHARED_CORPORA if (value := setting(settings, key))]
-    return [project / name for name in (*SHARED_FILES, *dict.fromkeys(corpora))]
+    from spacy_maral.workflow.per_seed import summary_models
+
+    try:  # the teachers' weights, not the summary: a rerun that keeps them rewrites it
+        ensemble = [str(Path(model) / TEACHER_WEIGHTS) for model in summary_models(project / ENSEMBLE)]
+    except ValueError:
+        ensemble = [ENSEMBLE]
+    corpora = [template.format(value) for key, template in SHARED_CORPORA if (value := setting(project, settings, key))]
+    return [project / name for name in dict.fromkeys((*SHARED_FILES, *ensemble, *corpora))]
 
 
 def language_fingerprint(project: Path, text: Path, test: Path, settings: Sequence[str]) -> str:
@@ -211,7 +232,7 @@ def run_languages(
         target = workflow
         if earlier and earlier.status == "shipped" and earlier.fingerprint == fingerprint:
             if earlier.package == package:
-                echo(f"[{i}/{len(langs)}] {lang}: finished earlier from the same text, teachers and settings: kept")
+                echo(f"[{i}/{len(langs)}] {lang}: finished earlier from the same inputs and settings: kept")
                 outcomes[lang] = earlier
                 continue
             target = "package"  # only its package name changed (the run gained languages)

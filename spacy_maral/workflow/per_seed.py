@@ -40,6 +40,9 @@ RUN_FILES: Dict[str, Dict[str, str]] = {
 SHARED_FILES = tuple(RUN_FILES["student"])  # set for no teacher: one file for every teacher, refused
 TIMING = "timing.json"  # in a run's folder: its command, wall time and peak memory (bench measure)
 INPUTS = "inputs.json"  # in a run's folder: the digests of what it was trained from (run_inputs)
+# files of an input folder that record how a run went, not what it made (a rerun that keeps
+# everything rewrites them): the pseudo-labels' lock and summary, the encoder's build record
+RUN_RECORDS = ("_lock", "summary.json", "build_info.json")
 
 
 def summary_name(role: str) -> str:
@@ -115,10 +118,12 @@ def train_per_seed(
     inputs = run_inputs(config, overrides)
     todo = [s for s in seeds if not _finished(config, output_dir, s, overrides, role, inputs)]
     for seed in seeds:
+        folder = run_dir(output_dir, seed, role)
         if seed not in todo:
-            kept = run_dir(output_dir, seed, role) / ROLES[role]
-            report(f"{role}-s{seed}: kept (trained earlier from these inputs and settings: {kept})")
-        elif (run_dir(output_dir, seed, role) / TIMING).is_file():
+            report(f"{role}-s{seed}: kept (trained earlier from these inputs and settings: {folder / ROLES[role]})")
+        elif (folder / TIMING).is_file() and not (folder / INPUTS).is_file():
+            report(f"{role}-s{seed}: trained earlier by a version that recorded no {INPUTS}; training it again")
+        elif (folder / TIMING).is_file():
             report(f"{role}-s{seed}: trained earlier with other settings or from inputs that changed since; training it again")
     at_once = min(jobs or len(todo), len(todo)) if todo else 1
     threads = cpu_share(at_once)
@@ -146,7 +151,9 @@ def train_per_seed(
 def run_inputs(config: Path, overrides: Sequence[str]) -> Dict[str, str]:
     """What the runs are trained from, beside their arguments: the content digest
     (fingerprint.path_digest) of the config and of every existing file or folder that
-    an override names (a corpus, the pseudo-labels, a teacher to start from), by path.
+    an override names (a corpus, the pseudo-labels, the encoder, a teacher to start
+    from; a folder's RUN_RECORDS left out), by path. It reads their bytes: about a
+    second per GB.
 
     config (Path): the training config.
     overrides (Sequence[str]): the `spacy train` arguments shared by the runs.
@@ -155,7 +162,7 @@ def run_inputs(config: Path, overrides: Sequence[str]) -> Dict[str, str]:
     for arg in overrides:
         value = arg.split("=", 1)[1] if arg.startswith("--") and "=" in arg else arg
         if value and not value.startswith("-") and Path(value).exists():
-            inputs[value] = path_digest(value, content=True)
+            inputs[value] = path_digest(value, content=True, skip=RUN_RECORDS)
     return inputs
 
 

@@ -132,18 +132,19 @@ class RayEngine:
 
     def __enter__(self) -> "RayEngine":
         ray = self.ray = import_ray()
-        self._set_env("RAY_USAGE_STATS_ENABLED", "0")
-        if not ray.is_initialized():
-            if self.address:
-                check_reachable(ray, self.address, self.connect_timeout)
-                # bound Ray's own retries too (about one a second; its default is minutes)
-                self._set_env("RAY_gcs_server_port_wait_time_s", str(max(1, int(self.connect_timeout))))
-                ray.init(address=self.address, logging_level="WARNING", log_to_driver=True)
-            else:
-                num_cpus = self.num_cpus or (self.requested_actors * self.cpus_per_actor) or os.cpu_count() or 1
-                ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING", log_to_driver=True)
-            self.started_ray = True
-        try:
+        try:  # a failure anywhere here leaves nothing set (__exit__)
+            self._set_env("RAY_USAGE_STATS_ENABLED", "0")
+            if not ray.is_initialized():
+                if self.address:
+                    check_reachable(ray, self.address, self.connect_timeout)
+                    # bound Ray's own retries too (about one a second; its default is minutes)
+                    self._set_env("RAY_gcs_server_port_wait_time_s", str(max(1, int(self.connect_timeout))))
+                    ray.init(address=self.address, logging_level="WARNING", log_to_driver=True)
+                else:
+                    num_cpus = self.num_cpus or (self.requested_actors * self.cpus_per_actor) or os.cpu_count() or 1
+                    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING",
+                             log_to_driver=True)
+                self.started_ray = True
             room = self._actors_that_fit_nodes(ray.nodes())
             if room < 1:
                 raise RuntimeError(
@@ -254,25 +255,29 @@ def _quiet_ray_data(ray: ModuleType, ready_timeout: float) -> Callable[[], None]
     RETURNS (Callable[[], None]): puts back what was changed (the engine calls it on
         exit, so that a user's own Ray Data work afterwards keeps its settings).
     """
-    try:
-        import ray.data
-
-        context = ray.data.DataContext.get_current()
-        log = logging.getLogger("ray.data")
-        level = log.level
-        settings = {"wait_for_min_actors_s": ready_timeout, "enable_progress_bars": False, "print_on_execution_start": False}
-        before = {name: getattr(context, name) for name in settings if hasattr(context, name)}
-        for name in before:
-            setattr(context, name, settings[name])
-        log.setLevel(logging.WARNING)
-    except Exception:  # an older Ray: its defaults stay
-        return lambda: None
+    log = logging.getLogger("ray.data")
+    level = log.level
+    before: Dict[str, object] = {}  # each setting changed so far, with its value before
+    context: object = None
 
     def restore() -> None:
         for name, value in before.items():
             setattr(context, name, value)
         log.setLevel(level)
 
+    settings = {"wait_for_min_actors_s": ready_timeout, "enable_progress_bars": False, "print_on_execution_start": False}
+    try:
+        import ray.data
+
+        context = ray.data.DataContext.get_current()
+        for name, value in settings.items():
+            if hasattr(context, name):
+                previous = getattr(context, name)
+                setattr(context, name, value)
+                before[name] = previous
+        log.setLevel(logging.WARNING)
+    except Exception:  # an older Ray: its defaults stay (what was changed is put back on exit)
+        pass
     return restore
 
 
