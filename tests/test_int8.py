@@ -1,5 +1,7 @@
 """int8 prediction (pipeline.int8 and precision "int8" of the encoder runtime): the int8
 numerics, fp32 wherever a gradient is recorded, and saved weights that never change."""
+import logging
+
 import numpy
 import pytest
 import torch
@@ -123,3 +125,39 @@ def test_the_int8_probe_runs_once_per_process(monkeypatch) -> None:
     assert all(int8_supported() for _ in range(3))
     assert len(calls) == 1
     int8_supported.cache_clear()
+
+
+def test_the_int8_slowdown_probe_times_the_int8_product_against_fp32(monkeypatch) -> None:
+    """The probe sees an int8 product that is slow (a fallback kernel, here one made to
+    sleep) and measures it once per process."""
+    import time
+
+    from spacy_maral.pipeline.int8 import int8_slowdown
+
+    int8_slowdown.cache_clear()
+    real, calls = torch._int_mm, []
+
+    def slow(a, b):
+        calls.append(1)
+        time.sleep(0.02)
+        return real(a, b)
+
+    monkeypatch.setattr(torch, "_int_mm", slow)
+    try:
+        assert int8_slowdown() > 2.0 and int8_slowdown() > 2.0
+        assert len(calls) == 3  # the probe's three runs, the first time only
+    finally:
+        int8_slowdown.cache_clear()
+
+
+@pytest.mark.parametrize("slowdown,warned", [(40.0, True), (0.5, False)])
+def test_int8_chosen_where_the_int8_product_is_slow_is_a_warning(monkeypatch, caplog, slowdown, warned) -> None:
+    from spacy_maral.pipeline import precision
+
+    monkeypatch.setattr(precision, "int8_slowdown", lambda: slowdown)
+    precision._warn_once.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="spacy_maral"):
+        assert precision.resolve_precision("int8") == "int8"
+    messages = [r.getMessage() for r in caplog.records if "precision int8 on a CPU without" in r.getMessage()]
+    assert bool(messages) is warned and (not warned or "40x the time of fp32's" in messages[0])
+    precision._warn_once.cache_clear()

@@ -6,7 +6,8 @@ in arrival order (the encoder's length-sorted sub-batches on, as configured) and
 length-sorted `annotate` path (spacy_maral.inference.batching.pipe_length_sorted), over
 the same sentences, the variants interleaved over several rounds (medians); then, once
 per precision, raw-text P/R/F1 on each test set and the entity agreement between the
-two precisions. Writes one JSON results file.
+two precisions (`--speed-only`: none; for a precision too slow to score a test set with).
+Writes one JSON results file.
 
     python benchmarks/scripts/precision_bench.py PIPELINE OUT.json \
         --test de=corpus/de-test.spacy --test es=corpus/es-test.spacy --speed-sentences 400
@@ -40,6 +41,7 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--precisions", default="fp32,bf16", help="two precisions, the reference first")
+    parser.add_argument("--speed-only", action="store_true", help="measure words/s only (no F1, no agreement)")
     args = parser.parse_args()
     precisions = args.precisions.split(",")
     if len(precisions) != 2:
@@ -77,7 +79,7 @@ def main() -> None:
     torch.set_num_threads(1)
 
     quality: Dict[str, Dict[str, object]] = {}
-    for lang, path in tests.items():
+    for lang, path in ({} if args.speed_only else tests).items():
         docs = list(DocBin().from_disk(path).get_docs(pipelines[reference].vocab))
         ents = {}
         for precision, nlp in pipelines.items():

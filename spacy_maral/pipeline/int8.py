@@ -33,6 +33,37 @@ def int8_supported() -> bool:
         return False
 
 
+# int8_slowdown's probe: one product at an encoder's shape (rows x 384 -> 384)
+PROBE_SHAPE = (128, 384, 384)
+
+
+@lru_cache(maxsize=None)
+def int8_slowdown() -> float:
+    """How many times the time of the fp32 product torch._int_mm takes on this CPU, at
+    one of the encoder's shapes (PROBE_SHAPE; the faster of 3 runs of each, at the
+    current torch threads), measured once per process: about 0.5 on a CPU with int8
+    dot-product instructions (VNNI), 33-51 on an AVX2-only one (BENCHMARKS.md, "An
+    AVX2-only CPU"), where torch falls back to a slow kernel.
+    """
+    import time
+
+    rows, k, n = PROBE_SHAPE
+    generator = torch.Generator().manual_seed(0)
+    a, w = torch.randn(rows, k, generator=generator), torch.randn(n, k, generator=generator)
+    qa, qw = quantize_rows(a)[0], quantize_rows(w)[0].t().contiguous()
+
+    def fastest(product) -> float:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            product()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    fp32 = fastest(lambda: F.linear(a, w))
+    return fastest(lambda: torch._int_mm(qa, qw)) / max(fp32, 1e-9)
+
+
 def quantize_rows(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """Symmetric int8 per row: RETURNS (q, scale) with x ~ q * scale, q in [-127, 127] and
     scale (rows, 1) the row's largest |x| / 127 (a row of zeros gets scale 1e-12 / 127).

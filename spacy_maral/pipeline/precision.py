@@ -5,10 +5,12 @@ from functools import lru_cache
 
 import torch
 
-from spacy_maral.pipeline.int8 import int8_supported
+from spacy_maral.pipeline.int8 import int8_slowdown, int8_supported
 from spacy_maral.util import logger
 
 PRECISIONS = ("auto", "fp32", "bf16", "int8")
+# int8 chosen on a CPU whose int8 product takes more than this many times fp32's: a warning
+INT8_SLOW = 2.0
 
 
 def native_bf16() -> bool:
@@ -40,6 +42,9 @@ def resolve_precision(precision: str, on_gpu: bool = False) -> str:
         return "bf16" if native_bf16() else "fp32"
     if precision == "bf16" and not native_bf16():
         _warn_once("precision bf16 on a CPU without native bfloat16 (AVX512-BF16 or AMX): it runs, but slowly")
+    if precision == "int8" and (slowdown := int8_slowdown()) > INT8_SLOW:
+        _warn_once(f"precision int8 on a CPU without int8 dot-product instructions (VNNI): its int8 matrix product "
+                   f"takes {slowdown:.0f}x the time of fp32's here, so the encoder runs many times slower; use auto or fp32")
     return precision
 
 
