@@ -41,9 +41,10 @@ PROBE_SHAPE = (128, 384, 384)
 def int8_slowdown() -> float:
     """How many times the time of the fp32 product torch._int_mm takes on this CPU, at
     one of the encoder's shapes (PROBE_SHAPE; the faster of 3 runs of each, at the
-    current torch threads), measured once per process: about 0.5 on a CPU with int8
-    dot-product instructions (VNNI), 33-51 on an AVX2-only one (BENCHMARKS.md, "An
-    AVX2-only CPU"), where torch falls back to a slow kernel.
+    current torch threads), measured once per process. With int8 dot-product
+    instructions (VNNI) int8 is the faster (the pipeline ran 1.96x fp32's words/s on the
+    Zen 5); on an AVX2-only CPU (an AMD EPYC Zen 3) this ratio was 26-32, torch's slow
+    fallback kernel (BENCHMARKS.md, "An AVX2-only CPU").
     """
     import time
 
