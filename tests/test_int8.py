@@ -157,7 +157,11 @@ def test_int8_chosen_where_the_int8_product_is_slow_is_a_warning(monkeypatch, ca
     monkeypatch.setattr(precision, "int8_slowdown", lambda: slowdown)
     precision._warn_once.cache_clear()
     with caplog.at_level(logging.WARNING, logger="spacy_maral"):
+        precision.check_settings("int8", 16)  # a config's resolution: no probe, no warning
+        assert not caplog.records
+        assert precision.resolve_precision("int8", on_gpu=True) == "fp32"  # a GPU runs fp32: no int8 warning
+        assert not [r for r in caplog.records if "int8 matrix product takes" in r.getMessage()]
         assert precision.resolve_precision("int8") == "int8"
-    messages = [r.getMessage() for r in caplog.records if "precision int8 on a CPU without" in r.getMessage()]
+    messages = [r.getMessage() for r in caplog.records if "int8 matrix product takes" in r.getMessage()]
     assert bool(messages) is warned and (not warned or "40x the time of fp32's" in messages[0])
     precision._warn_once.cache_clear()

@@ -12,8 +12,8 @@ from typer.core import TyperArgument, TyperCommand
 Precision = Literal["auto", "fp32", "bf16", "int8"]
 PRECISION_HELP = (
     "The encoder's precision: auto (bfloat16 where the CPU has native bfloat16, AVX512-BF16 or AMX; "
-    "fp32 elsewhere), fp32, bf16 or int8 (int8 matrix products on the CPU: faster where there is no bfloat16, "
-    "changes 3-4% of the entities). Chosen at load time; the weights stay fp32."
+    "fp32 elsewhere), fp32, bf16 or int8 (int8 matrix products on the CPU: faster on CPUs with int8 dot "
+    "products (VNNI), many times slower on AVX2-only ones; changes 3-4% of the entities). Chosen at load time; the weights stay fp32."
 )
 # a sentence ends at a full stop before a capital letter or the end of the paragraph;
 # "e.g." and "i.e." end none

@@ -1,4 +1,5 @@
-"""int8 prediction on CPUs without native bfloat16: the encoder's Linear modules multiply
+"""int8 prediction, for CPUs with int8 dot products (VNNI) and without native bfloat16
+(on an AVX2-only CPU torch's int8 product is slow: precision warns): the encoder's Linear modules multiply
 int8 by int8 into int32 (`torch._int_mm`), with one scale per output channel of the weight
 and one per token (row) of the activations, quantized on the fly. No calibration data: the
 scales come from the weights and from each batch's own rows.
@@ -40,18 +41,18 @@ PROBE_SHAPE = (128, 384, 384)
 @lru_cache(maxsize=None)
 def int8_slowdown() -> float:
     """How many times the time of the fp32 product torch._int_mm takes on this CPU, at
-    one of the encoder's shapes (PROBE_SHAPE; the faster of 3 runs of each, at the
-    current torch threads), measured once per process. With int8 dot-product
-    instructions (VNNI) int8 is the faster (the pipeline ran 1.96x fp32's words/s on the
-    Zen 5); on an AVX2-only CPU (an AMD EPYC Zen 3) this ratio was 26-32, torch's slow
-    fallback kernel (BENCHMARKS.md, "An AVX2-only CPU").
+    one of the encoder's shapes (PROBE_SHAPE, the weight in the layout Int8Linear gives
+    it; the faster of 3 runs of each, on one thread), measured once per process. With
+    int8 dot-product instructions (VNNI) int8 is the faster (the pipeline ran 1.96x
+    fp32's words/s on the Zen 5); on an AVX2-only CPU (an AMD EPYC Zen 3) torch has no
+    fast int8 kernel (BENCHMARKS.md, "An AVX2-only CPU": its raw "probe").
     """
     import time
 
     rows, k, n = PROBE_SHAPE
     generator = torch.Generator().manual_seed(0)
     a, w = torch.randn(rows, k, generator=generator), torch.randn(n, k, generator=generator)
-    qa, qw = quantize_rows(a)[0], quantize_rows(w)[0].t().contiguous()
+    qa, qw = quantize_rows(a)[0], quantize_rows(w)[0].t()  # (in, out) as a view, as Int8Linear has it
 
     def fastest(product) -> float:
         times = []
@@ -61,8 +62,13 @@ def int8_slowdown() -> float:
             times.append(time.perf_counter() - start)
         return min(times)
 
-    fp32 = fastest(lambda: F.linear(a, w))
-    return fastest(lambda: torch._int_mm(qa, qw)) / max(fp32, 1e-9)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fp32 = fastest(lambda: F.linear(a, w))
+        return fastest(lambda: torch._int_mm(qa, qw)) / max(fp32, 1e-9)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def quantize_rows(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -13,6 +13,20 @@ PRECISIONS = ("auto", "fp32", "bf16", "int8")
 INT8_SLOW = 2.0
 
 
+def check_precision(precision: str) -> None:
+    """Refuse a precision that can't run here: an unknown one, or "int8" where torch
+    can't multiply int8 matrices on this CPU (what a config's resolution checks).
+
+    precision (str): "auto", "fp32", "bf16" or "int8".
+    RAISES (ValueError): it can't run.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if precision == "int8" and not int8_supported():
+        raise ValueError(f"precision int8: this torch ({torch.__version__}) can't multiply int8 matrices on this CPU "
+                         "(torch._int_mm); use auto or fp32")
+
+
 def native_bf16() -> bool:
     """Whether this machine's CPU multiplies bfloat16 natively (AVX512-BF16 or AMX), as
     torch reports it."""
@@ -29,11 +43,7 @@ def resolve_precision(precision: str, on_gpu: bool = False) -> str:
     RAISES (ValueError): an unknown precision, or "int8" where torch can't multiply int8
         matrices on this CPU.
     """
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
-    if precision == "int8" and not int8_supported():
-        raise ValueError(f"precision int8: this torch ({torch.__version__}) can't multiply int8 matrices on this CPU "
-                         "(torch._int_mm); use auto or fp32")
+    check_precision(precision)
     if on_gpu:
         if precision == "int8":
             _warn_once("precision int8 is for CPUs; the encoder is on a GPU and runs fp32")
@@ -43,8 +53,9 @@ def resolve_precision(precision: str, on_gpu: bool = False) -> str:
     if precision == "bf16" and not native_bf16():
         _warn_once("precision bf16 on a CPU without native bfloat16 (AVX512-BF16 or AMX): it runs, but slowly")
     if precision == "int8" and (slowdown := int8_slowdown()) > INT8_SLOW:
-        _warn_once(f"precision int8 on a CPU without int8 dot-product instructions (VNNI): its int8 matrix product "
-                   f"takes {slowdown:.0f}x the time of fp32's here, so the encoder runs many times slower; use auto or fp32")
+        _warn_once(f"precision int8: this CPU's int8 matrix product takes {slowdown:.0f}x the time of fp32's (torch has "
+                   "no fast int8 kernel here, as on an AVX2-only CPU without VNNI), so the encoder runs many times "
+                   "slower; use auto or fp32")
     return precision
 
 
@@ -56,8 +67,9 @@ def _warn_once(message: str) -> None:
 
 
 def check_settings(precision: str, bucket_rows: int, train_bucket_rows: int = 0) -> None:
-    """Refuse a setting that can't run (when the config is resolved)."""
-    resolve_precision(precision)
+    """Refuse a setting that can't run (when the config is resolved; the runtime, which
+    knows where the encoder runs, warns about a precision that runs slowly)."""
+    check_precision(precision)
     if bucket_rows < 1:
         raise ValueError(f"bucket_rows must be at least 1, not {bucket_rows}")
     if train_bucket_rows < 0:
