@@ -23,8 +23,9 @@ from pathlib import Path
 import torch
 
 
-def timed(fn, repeat: int) -> float:
-    for _ in range(3):
+def timed(fn, repeat: int, warmup: int = 3) -> float:
+    """Mean seconds of `repeat` runs of `fn`, after `warmup` runs."""
+    for _ in range(warmup):
         fn()
     start = time.perf_counter()
     for _ in range(repeat):

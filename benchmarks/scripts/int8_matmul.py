@@ -9,19 +9,9 @@ runs). Random inputs: the result depends on the CPU and torch only.
 import json
 import statistics
 import sys
-import time
 
 import torch
-
-
-def timed(product, repeat: int) -> float:
-    """Mean seconds of `repeat` runs, after 2 warm-up runs."""
-    for _ in range(2):
-        product()
-    start = time.perf_counter()
-    for _ in range(repeat):
-        product()
-    return (time.perf_counter() - start) / repeat
+from bf16_ceiling import timed
 
 
 def main(output: str) -> None:
@@ -32,8 +22,8 @@ def main(output: str) -> None:
             a, w = torch.randn(rows, k), torch.randn(n, k)
             qa = torch.randint(-127, 127, (rows, k), dtype=torch.int8)
             qw = torch.randint(-127, 127, (n, k), dtype=torch.int8).t()  # (in, out) as a view, as Int8Linear has it
-            fp32 = statistics.median(timed(lambda a=a, w=w: torch.nn.functional.linear(a, w), 20) for _ in range(3))
-            int8 = statistics.median(timed(lambda qa=qa, qw=qw: torch._int_mm(qa, qw), 5) for _ in range(3))
+            fp32 = statistics.median(timed(lambda a=a, w=w: torch.nn.functional.linear(a, w), 20, warmup=2) for _ in range(3))
+            int8 = statistics.median(timed(lambda qa=qa, qw=qw: torch._int_mm(qa, qw), 5, warmup=2) for _ in range(3))
             ops = 2 * rows * k * n
             key = f"{rows}x{k}->{n}"
             out[key] = {"fp32_gflops": round(ops / fp32 / 1e9, 2), "int8_gops": round(ops / int8 / 1e9, 2),

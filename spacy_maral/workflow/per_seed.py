@@ -115,7 +115,7 @@ def train_per_seed(
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"give distinct seeds (got {list(seeds)})")
     check_overrides(overrides, role)
-    inputs = run_inputs(config, overrides)
+    inputs = run_inputs(config, overrides) if seeds else {}  # no runs: nothing to read
     todo = [s for s in seeds if not _finished(config, output_dir, s, overrides, role, inputs)]
     for seed in seeds:
         folder = run_dir(output_dir, seed, role)
