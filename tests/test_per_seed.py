@@ -9,7 +9,9 @@ from helpers import REPO, build_nlp, make_examples
 from spacy_maral.inference.pseudo_label import head_fingerprint
 from spacy_maral.pipeline.loading import load_pipeline
 from spacy_maral.pipeline.maral_ner import find_maral_ner
-from spacy_maral.workflow.per_seed import run_command, summary_models, train_per_seed
+from spacy_maral.training.run_summary import summary_models
+from spacy_maral.workflow.measured import read_measurement
+from spacy_maral.workflow.per_seed import run_command, train_per_seed
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +103,23 @@ def test_each_run_gets_its_folder_and_seed(setup, tmp_path) -> None:
     assert student[student.index("--paths.checkpoint") + 1] == str(out / "student-s100" / "checkpoint")
 
 
+def _measured(folder, command) -> None:
+    """Write the timing.json `spacy_maral.bench measure` leaves in a run's folder."""
+    (folder / "timing.json").write_text(json.dumps({"command": command, "wall_s": 1.5, "peak_rss_gb": 0.2}), encoding="utf8")
+
+
+def test_measures_record_is_read_or_named(tmp_path) -> None:
+    """A run's timing.json is read in one place: absent is None, a damaged one is named."""
+    assert read_measurement(tmp_path / "timing.json") is None
+    _measured(tmp_path, ["python", "-m", "spacy", "train"])
+    assert read_measurement(tmp_path / "timing.json") == {"command": ["python", "-m", "spacy", "train"], "wall_s": 1.5, "peak_rss_gb": 0.2}
+    for damaged in ('{"command": ["python"]', '[1]', '{"command": "python", "wall_s": 1, "peak_rss_gb": 1}',
+                    '{"command": [], "wall_s": "1", "peak_rss_gb": 1}', '{"command": [], "wall_s": 1}'):
+        (tmp_path / "timing.json").write_text(damaged, encoding="utf8")
+        with pytest.raises(ValueError, match="timing.json is not the record of `spacy_maral.bench measure`"):
+            read_measurement(tmp_path / "timing.json")
+
+
 def test_a_run_is_kept_only_with_its_recorded_arguments(setup, tmp_path) -> None:
     """A folder with model-best, a timing.json recording the same spacy train arguments
     and an inputs.json of the same inputs is finished; other overrides, another seed's
@@ -120,7 +139,7 @@ def test_a_run_is_kept_only_with_its_recorded_arguments(setup, tmp_path) -> None
     (folder / INPUTS).write_text(json.dumps(inputs), encoding="utf8")
     command = run_command(config, out, 3, args)
     train = command[command.index("--") + 1:]
-    (folder / "timing.json").write_text(json.dumps({"command": ["/usr/bin/python3", *train[1:]]}), encoding="utf8")
+    _measured(folder, ["/usr/bin/python3", *train[1:]])
     assert _finished(config, out, 3, args, "teacher", run_inputs(config, args))
     assert not _finished(config, out, 3, ["--training.max_steps", "5", f"--paths.extra={corpus}"], "teacher", inputs)
     corpus.write_bytes(b"one")  # the same bytes again (a newer mtime): the same input
@@ -136,9 +155,13 @@ def test_a_run_is_kept_only_with_its_recorded_arguments(setup, tmp_path) -> None
     assert not _finished(config, out, 3, args, "teacher", inputs)
     (folder / INPUTS).write_text(json.dumps(inputs), encoding="utf8")
     other = run_command(config, out, 4, args)
-    (folder / "timing.json").write_text(json.dumps({"command": ["python", *other[other.index("--") + 2:]]}), encoding="utf8")
+    _measured(folder, ["python", *other[other.index("--") + 2:]])
     assert not _finished(config, out, 3, args, "teacher", inputs)
-    (folder / "timing.json").write_text(json.dumps({"command": ["python", *train[1:]]}), encoding="utf8")
+    _measured(folder, ["python", *train[1:]])
+    assert _finished(config, out, 3, args, "teacher", inputs)
+    (folder / "timing.json").write_text('{"command": ["python"', encoding="utf8")  # cut short: trained again
+    assert not _finished(config, out, 3, args, "teacher", inputs)
+    _measured(folder, ["python", *train[1:]])
     (folder / "model-best").rmdir()
     assert not _finished(config, out, 3, args, "teacher", inputs)
 

@@ -9,8 +9,8 @@ import pytest
 from spacy.tokens import DocBin
 
 from helpers import run_cli
+from spacy_maral.training.run_summary import summary_models
 from spacy_maral.training.selection import SelectionDev, checkpoint_candidates, select_checkpoint, select_runs, selection_dev
-from spacy_maral.workflow.per_seed import summary_models
 
 
 def _run_folder(root, snapshot_steps, last=True):
@@ -89,6 +89,11 @@ def test_the_picks_are_a_summary_average_reads(tmp_path) -> None:
     picked = select_runs(summary, out, scores.__getitem__)
     assert summary_models(out) == [str(runs[0] / "snapshots" / "step-000200"), str(runs[1] / "model-last")]
     assert picked["0"]["selection"]["skip_first"] == 0.5
+    # a teachers.json is not a summary of students: refused, naming it, before any scoring
+    teachers = tmp_path / "teachers.json"
+    teachers.write_text(json.dumps({"teachers": {"0": {"model": str(runs[0] / "model-last")}}}))
+    with pytest.raises(ValueError, match="teachers.json is not the summary of train-students"):
+        select_runs(teachers, out, lambda path: pytest.fail(f"scored {path}"))
 
 
 @pytest.mark.slow

@@ -32,7 +32,7 @@ def main() -> None:
 
     from spacy.tokens import DocBin
 
-    from spacy_maral.bench.measure import machine_description
+    from spacy_maral.bench.machine import machine_description
     from spacy_maral.pipeline.loading import encoder_runtime_of, load_pipeline
     from spacy_maral.pipeline.precision import native_bf16
 

@@ -71,7 +71,7 @@ def take_commit(argv: list) -> tuple:
 
 def machine() -> str:
     """This machine, which ran the screen: CPU, bfloat16 or not, cores, memory, GPU."""
-    from spacy_maral.bench.measure import machine_description
+    from spacy_maral.bench.machine import machine_description
 
     m = machine_description()
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""

@@ -31,7 +31,7 @@ def measure_command(
     peak resident memory in OUTPUT, e.g.
     `python -m spacy_maral.bench measure training/ner/timing.json -- python -m spacy train ...`.
     """
-    from spacy_maral.bench.measure import run_measured
+    from spacy_maral.workflow.measured import run_measured
 
     msg = Printer()
     cmd = [a for a in ctx.args if a != "--"] if ctx.args[:1] == ["--"] else list(ctx.args)

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from spacy_maral.bench.measure import machine_description
+from spacy_maral.bench.machine import machine_description
 from spacy_maral.bench.plots import plot_cosines, plot_projection, plot_pseudo_label_f1, plot_training_curves, read_jsonl
 from spacy_maral.bench.speed import words_per_second
 from spacy_maral.corpora.target_text import iter_target_docs
@@ -21,6 +21,7 @@ from spacy_maral.pipeline.folder import load_naming_the_damaged_file
 from spacy_maral.pipeline.maral_ner import MaralNER
 from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
 from spacy_maral.util import Printer
+from spacy_maral.workflow.measured import read_measurement
 
 msg = Printer()
 
@@ -46,8 +47,8 @@ class System:
         return self.run_dir / self.checkpoint
 
     def timing(self) -> Dict[str, object]:
-        path = self.run_dir / "timing.json"
-        return json.loads(path.read_text()) if path.exists() else {}
+        """The run's timing.json (bench measure's record); empty when it has none."""
+        return read_measurement(self.run_dir / "timing.json") or {}
 
     def training(self) -> Dict[str, object]:
         """Wall time, steps, sentences/second and peak memory of the training run."""
@@ -146,7 +147,7 @@ def run_benchmark_report(
             spans = geometries["span vectors"][system.name] = span_class_geometry(nlp, dev_docs)
             entry["margins"] = {**{k: geo[k] for k in keys}, "spans": {k: spans[k] for k in keys}}
         result["systems"][system.name] = entry  # type: ignore[index]
-    result["other_steps"] = {k: json.loads(Path(v).read_text()) for k, v in (extra_timings or {}).items() if Path(v).exists()}
+    result["other_steps"] = {k: record for k, v in (extra_timings or {}).items() if (record := read_measurement(Path(v))) is not None}
     if speed_from is not None:
         earlier = json.loads(Path(speed_from).read_text(encoding="utf8"))
         if "speed" not in earlier:

@@ -24,8 +24,8 @@ def average_command(
     """
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
     from spacy_maral.training.averaging import average_pipelines, snapshots_from
+    from spacy_maral.training.run_summary import summary_models
     from spacy_maral.util import Printer
-    from spacy_maral.workflow.per_seed import summary_models
 
     msg = Printer()
     try:

@@ -20,7 +20,8 @@ def parse_seeds(value: str) -> List[int]:
 
 def _train(ctx: typer.Context, config: Path, output_dir: Path, seeds: str, jobs: int, role: str) -> None:
     """Run train_per_seed for the command of `role` and print one line per run."""
-    from spacy_maral.workflow.per_seed import ROLES, summary_name, train_per_seed
+    from spacy_maral.training.run_summary import ROLES, summary_name
+    from spacy_maral.workflow.per_seed import train_per_seed
 
     msg = Printer()
     overrides = [a for a in ctx.args if a != "--"]

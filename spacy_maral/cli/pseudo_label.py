@@ -67,7 +67,7 @@ def pseudo_label_command(
         require_gpu(gpu_id)
     try:
         if ensemble_from is not None:
-            from spacy_maral.workflow.per_seed import summary_models
+            from spacy_maral.training.run_summary import summary_models
 
             ensemble = [*ensemble, *(str(m) for m in summary_models(ensemble_from))]
         nlp = load_pipeline(teacher, precision=precision)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from spacy_maral.fileio import atomic_write_text
+from spacy_maral.training.run_summary import read_summary, runs_key
 
 SNAPSHOTS = "snapshots"  # a student's snapshot folder in its run folder (train-students sets it: workflow.per_seed.RUN_FILES)
 LAST = "model-last"
@@ -184,20 +185,14 @@ def select_runs(
     RAISES (ValueError): the summary is not one of train-students, a run is unfinished, or
         `skip_first` is outside [0, 1).
     """
-    summary_path = Path(summary_path)
-    try:
-        summary = json.loads(summary_path.read_text(encoding="utf8"))
-        students = summary["students"]
-        models = {seed: Path(entry["model"]) for seed, entry in students.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        raise ValueError(f"{summary_path} is not the summary of train-students ({err})") from err
+    summary, role, students = read_summary(summary_path, role="student")
     picked = {}
-    for seed, model in models.items():
-        best, scored = select_checkpoint(checkpoint_candidates(model.parent, skip_first), dev_f, progress)
-        picked[seed] = {**students[seed], "model": best.path,
+    for seed, entry in students.items():
+        best, scored = select_checkpoint(checkpoint_candidates(Path(entry["model"]).parent, skip_first), dev_f, progress)
+        picked[seed] = {**entry, "model": best.path,
                         "selection": {"rule": f"highest {dev_name} F1 (raw text); on a tie, the later step",
                                       "dev": dev_name,
                                       "skip_first": skip_first,
                                       "candidates": [asdict(c) for c in scored]}}
-    atomic_write_text(Path(output), json.dumps({**summary, "students": picked}, indent=2))
+    atomic_write_text(Path(output), json.dumps({**summary, runs_key(role): picked}, indent=2))
     return picked

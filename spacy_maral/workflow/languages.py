@@ -127,7 +127,7 @@ def shared_inputs(project: Path, settings: Sequence[str]) -> List[Path]:
     project (Path): the project folder.
     settings (Sequence[str]): the workflow's `--vars` arguments.
     """
-    from spacy_maral.workflow.per_seed import summary_models
+    from spacy_maral.training.run_summary import summary_models
 
     try:  # the teachers' weights, not the summary: a rerun that keeps them rewrites it
         ensemble = [str(Path(model) / TEACHER_WEIGHTS) for model in summary_models(project / ENSEMBLE)]

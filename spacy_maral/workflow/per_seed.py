@@ -22,12 +22,11 @@ from typing import Callable, Dict, List, Sequence
 from spacy_maral.fileio import atomic_write_text
 from spacy_maral.fingerprint import path_digest
 from spacy_maral.threads import cpu_share
+from spacy_maral.training.run_summary import ROLES, check_role, runs_key, summary_name
 from spacy_maral.training.selection import SNAPSHOTS
+from spacy_maral.workflow.measured import read_measurement
 from spacy_maral.workflow.parallel import run_parallel
 
-# the roles, and the model of each run that is used: a teacher is selected on the source
-# dev set (model-best); a student is taken at its last step (benchmarks/PROTOCOL.md, rule 2)
-ROLES: Dict[str, str] = {"teacher": "model-best", "student": "model-last"}
 RESERVED = ("--output", "-o", "--system.seed")  # set by train_per_seed for every run
 # the files a run writes besides its models, by role: a student's stage-2 log, diagnostics,
 # checkpoint and snapshots are set by train_per_seed to files in its own run folder; a teacher
@@ -43,18 +42,6 @@ INPUTS = "inputs.json"  # in a run's folder: the digests of what it was trained 
 # files of an input folder that record how a run went, not what it made (a rerun that keeps
 # everything rewrites them): the pseudo-labels' lock and summary, the encoder's build record
 RUN_RECORDS = ("_lock", "summary.json", "build_info.json")
-
-
-def summary_name(role: str) -> str:
-    """The file name of the summary train_per_seed writes: teachers.json, students.json."""
-    return f"{check_role(role)}s.json"
-
-
-def check_role(role: str) -> str:
-    """`role` if it is one of ROLES, else ValueError."""
-    if role not in ROLES:
-        raise ValueError(f"role {role!r}: give one of {', '.join(ROLES)}")
-    return role
 
 
 def run_dir(output_dir: Path, seed: int, role: str = "teacher") -> Path:
@@ -139,12 +126,14 @@ def train_per_seed(
     summary = {}
     for seed in seeds:
         folder = run_dir(output_dir, seed, role)
-        timing = json.loads((folder / TIMING).read_text(encoding="utf8"))
+        timing = read_measurement(folder / TIMING)
+        if timing is None:  # run_parallel reported success: measure writes it then
+            raise RuntimeError(f"{role}-s{seed} finished without writing {folder / TIMING}")
         summary[str(seed)] = {"model": str(folder / ROLES[role]), "wall_s": timing["wall_s"],
                               "peak_rss_gb": timing["peak_rss_gb"], "kept": seed not in todo}
     output_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(output_dir / summary_name(role), json.dumps({"config": str(config), "overrides": list(overrides),
-                                                                   "threads": threads, f"{role}s": summary}, indent=2))
+                                                                   "threads": threads, runs_key(role): summary}, indent=2))
     return summary
 
 
@@ -174,7 +163,7 @@ def _finished(config: Path, output_dir: Path, seed: int, overrides: Sequence[str
     if not (folder / ROLES[role]).is_dir():
         return False
     try:
-        recorded = json.loads((folder / TIMING).read_text(encoding="utf8"))["command"]
+        recorded = (read_measurement(folder / TIMING) or {}).get("command")
         if json.loads((folder / INPUTS).read_text(encoding="utf8")) != inputs:
             return False
     except (OSError, ValueError, KeyError, TypeError):
@@ -191,21 +180,3 @@ def run_command(config: Path, output_dir: Path, seed: int, overrides: Sequence[s
     own = [arg for name, file in RUN_FILES[role].items() for arg in (name, str(folder / file))]
     return ["python", "-m", "spacy_maral.bench", "measure", str(folder / TIMING), "--",
             "python", "-m", "spacy", "train", str(config), "--output", str(folder), "--system.seed", str(seed), *own, *overrides]
-
-
-def summary_models(summary_path: Path) -> List[str]:
-    """The models listed in a train_per_seed summary (teachers.json or students.json).
-
-    summary_path (Path): OUTPUT_DIR/teachers.json or OUTPUT_DIR/students.json.
-    RETURNS (List[str]): the models (model-best of teachers, model-last of students), by
-        seed order; empty for an ensemble or a soup that is off.
-    """
-    summary_path = Path(summary_path)
-    try:
-        summary = json.loads(summary_path.read_text(encoding="utf8"))
-        runs = [summary[f"{role}s"] for role in ROLES if f"{role}s" in summary]
-        if len(runs) != 1:
-            raise ValueError(f"it lists no {' or '.join(f'{role}s' for role in ROLES)}")
-        return [entry["model"] for entry in runs[0].values()]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        raise ValueError(f"{summary_path} is not the summary of train-teachers or train-students ({err})") from err

@@ -1,12 +1,15 @@
-"""Run a command and record its wall time and peak resident memory."""
+"""A command run and measured: its wall time and peak resident memory, written as a
+JSON record (a training run's timing.json) by `run_measured` (the command line
+`python -m spacy_maral.bench measure OUTPUT -- COMMAND`) and read back by
+`read_measurement` (train-teachers/train-students, which keep a run whose record names
+the same command, and the benchmark report)."""
 import json
-import platform
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from spacy_maral.fileio import atomic_write_text
 
@@ -38,6 +41,29 @@ def run_measured(cmd: List[str], output: Path) -> Dict[str, object]:
     return result
 
 
+def read_measurement(path: Path) -> Optional[Dict[str, object]]:
+    """What run_measured wrote to `path` (a run's timing.json): its "command" (a list),
+    "wall_s" and "peak_rss_gb"; None when there is no such file.
+
+    path (Path): the JSON file.
+    RETURNS (Optional[Dict[str, object]]): the record, or None.
+    RAISES (ValueError): naming the file, when it exists but is not such a record.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf8"))
+        if not isinstance(record.get("command"), list):
+            raise ValueError("no command line")
+        for key in ("wall_s", "peak_rss_gb"):
+            if not isinstance(record.get(key), (int, float)) or isinstance(record.get(key), bool):
+                raise ValueError(f"no number {key}")
+    except (OSError, ValueError, AttributeError) as err:
+        raise ValueError(f"{path} is not the record of `spacy_maral.bench measure` ({err})") from err
+    return record
+
+
 def _high_water_mark_kb(pid: int) -> int:
     """Peak resident memory so far (VmHWM, kB) of process `pid`; 0 if unreadable."""
     try:
@@ -48,31 +74,3 @@ def _high_water_mark_kb(pid: int) -> int:
     except (OSError, ValueError):
         pass
     return 0
-
-
-def machine_description() -> Dict[str, object]:
-    """CPU, cores, memory and library versions of this machine."""
-    import os
-
-    import spacy
-    import torch
-    import transformers
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gb = None
-    try:
-        mem_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3, 1)
-    except (ValueError, OSError, AttributeError):
-        pass
-    return {
-        "cpu": cpu, "cores": os.cpu_count(), "memory_gb": mem_gb, "gpu": torch.cuda.is_available(),
-        "python": platform.python_version(), "torch": torch.__version__, "spacy": spacy.__version__,
-        "transformers": transformers.__version__, "threads": torch.get_num_threads(),
-    }
