@@ -1,5 +1,6 @@
 """`train-teachers` and `train-students`: one training per seed, side by side (spacy_maral.workflow.per_seed)."""
 import json
+from pathlib import Path
 
 import pytest
 from spacy.tokens import DocBin
@@ -221,3 +222,52 @@ def test_students_summary_and_refusals(setup, tmp_path) -> None:
     with pytest.raises(ValueError, match="role 'pupil'"):
         train_per_seed(config, tmp_path / "n", [100], role="pupil")
     assert not (tmp_path / "n").exists()
+
+
+def _fake_trainings(seen):
+    """run_parallel in place of real trainings: each command's run records what its
+    folder held when it started, then leaves what a finished student run leaves."""
+    import shlex
+
+    def run(commands, jobs, threads, logs, status_every_s):
+        for line in commands:
+            argv = shlex.split(line)
+            folder = Path(argv[argv.index("--output") + 1])
+            seen.append({name: (folder / name).exists() for name in ("checkpoint", ".checkpoint.old", "snapshots")})
+            (folder / "model-last").mkdir(parents=True, exist_ok=True)
+            (folder / "checkpoint").mkdir(exist_ok=True)
+            (folder / "checkpoint" / "checkpoint-complete").write_text("ok\n", encoding="utf8")
+            (folder / "snapshots" / "step-000100").mkdir(parents=True, exist_ok=True)
+            train = argv[argv.index("--") + 1:]
+            _measured(folder, ["python", *train[1:]])
+        return []
+
+    return run
+
+
+def test_a_student_trained_again_starts_afresh_unless_it_resumes(setup, tmp_path, monkeypatch) -> None:
+    """A student trained again (other settings or inputs) does not load the checkpoint or
+    keep the snapshots of its earlier training; one stopped before it finished and started
+    again with the same command resumes from its checkpoint."""
+    import spacy_maral.workflow.per_seed as per_seed
+
+    _, config = setup
+    seen, lines = [], []
+    monkeypatch.setattr(per_seed, "run_parallel", _fake_trainings(seen))
+    out, folder = tmp_path / "s", tmp_path / "s" / "student-s0"
+    args = ["--training.max_steps", "4"]
+    train_per_seed(config, out, [0], args, role="student", report=lines.append)
+    assert seen[-1] == {"checkpoint": False, ".checkpoint.old": False, "snapshots": False}
+    train_per_seed(config, out, [0], args, role="student", report=lines.append)
+    assert len(seen) == 1  # kept
+    (folder / ".checkpoint.old").mkdir()  # what a kill inside the checkpoint's swap leaves
+    train_per_seed(config, out, [0], ["--training.max_steps", "5"], role="student", report=lines.append)
+    assert seen[-1] == {"checkpoint": False, ".checkpoint.old": False, "snapshots": False}
+    (folder / "timing.json").unlink()  # stopped before it finished: started again the same way, it resumes
+    train_per_seed(config, out, [0], ["--training.max_steps", "5"], role="student", report=lines.append)
+    assert seen[-1] == {"checkpoint": True, ".checkpoint.old": False, "snapshots": True}
+    assert "student-s0: stopped earlier before it finished; resuming from its checkpoint" in lines
+    (folder / "timing.json").unlink()  # stopped, then started with other settings: afresh
+    train_per_seed(config, out, [0], args, role="student", report=lines.append)
+    assert seen[-1] == {"checkpoint": False, ".checkpoint.old": False, "snapshots": False}
+    assert json.loads((out / "students.json").read_text(encoding="utf8"))["students"]["0"]["model"] == str(folder / "model-last")

@@ -12,16 +12,23 @@ than the same trainings one after another with all cores each. A run whose folde
 same `spacy train` arguments and an inputs.json of the same inputs (the bytes of the
 config and of every file or folder an argument names) is kept, so a job that was
 stopped and started again trains only the missing ones; one trained with other settings
-or from inputs that changed since is trained again.
+or from inputs that changed since is trained again. A run trained again starts afresh: a
+student's checkpoint and snapshots of an earlier training are removed first (the
+checkpoint would be loaded at its first step, and old snapshots would be candidates of
+`select-checkpoint`), except where the run was stopped before it finished and is started
+again with the same command line and inputs (its started.json and inputs.json): that
+one resumes from its checkpoint.
 """
 import json
 import shlex
+import shutil
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
-from spacy_maral.fileio import atomic_write_text
+from spacy_maral.fileio import atomic_write_text, old_dir
 from spacy_maral.fingerprint import path_digest
 from spacy_maral.threads import cpu_share
+from spacy_maral.training.callbacks import find_checkpoint
 from spacy_maral.training.run_summary import ROLES, check_role, runs_key, summary_name
 from spacy_maral.training.selection import SNAPSHOTS
 from spacy_maral.workflow.measured import read_measurement
@@ -39,6 +46,11 @@ RUN_FILES: Dict[str, Dict[str, str]] = {
 SHARED_FILES = tuple(RUN_FILES["student"])  # set for no teacher: one file for every teacher, refused
 TIMING = "timing.json"  # in a run's folder: its command, wall time and peak memory (bench measure)
 INPUTS = "inputs.json"  # in a run's folder: the digests of what it was trained from (run_inputs)
+STARTED = "started.json"  # in a run's folder: the command line its latest training was started with
+# what a run's training leaves to the next one of the same run folder (the epoch hook's
+# checkpoint, loaded at the first step, and snapshots), by role: removed before a
+# training that does not resume (see the module's doc)
+RUN_STATE: Dict[str, Sequence[str]] = {"teacher": (), "student": (RUN_FILES["student"]["--paths.checkpoint"], SNAPSHOTS)}
 # files of an input folder that record how a run went, not what it made (a rerun that keeps
 # everything rewrites them): the pseudo-labels' lock and summary, the encoder's build record
 RUN_RECORDS = ("_lock", "summary.json", "build_info.json")
@@ -115,8 +127,14 @@ def train_per_seed(
     at_once = min(jobs or len(todo), len(todo)) if todo else 1
     threads = cpu_share(at_once)
     for seed in todo:
-        (run_dir(output_dir, seed, role) / TIMING).unlink(missing_ok=True)  # written again when it succeeds
-        atomic_write_text(run_dir(output_dir, seed, role) / INPUTS, json.dumps(inputs, indent=2))
+        folder, command = run_dir(output_dir, seed, role), run_command(config, output_dir, seed, overrides, role)
+        if _resumes(folder, command, inputs):
+            report(f"{role}-s{seed}: stopped earlier before it finished; resuming from its checkpoint")
+        else:
+            _remove_run_state(folder, role)
+        (folder / TIMING).unlink(missing_ok=True)  # written again when it succeeds
+        atomic_write_text(folder / INPUTS, json.dumps(inputs, indent=2))
+        atomic_write_text(folder / STARTED, json.dumps({"command": command}, indent=2))
     commands = [shlex.join(run_command(config, output_dir, seed, overrides, role)) for seed in todo]
     logs = [run_dir(output_dir, seed, role) / "train.log" for seed in todo]
     failed = set(run_parallel(commands, jobs=at_once, threads=threads, logs=logs, status_every_s=status_every_s))
@@ -171,6 +189,32 @@ def _finished(config: Path, output_dir: Path, seed: int, overrides: Sequence[str
     command = run_command(config, output_dir, seed, overrides, role)
     train = command[command.index("--") + 1:]  # what measure ran: python -m spacy train ...
     return isinstance(recorded, list) and recorded[1:] == train[1:]
+
+
+def _resumes(folder: Path, command: List[str], inputs: Dict[str, str]) -> bool:
+    """Whether the run in `folder`, to be trained now with `command` from `inputs`, was
+    stopped before it finished (no timing.json) after a start with the same command line
+    and inputs, and has a checkpoint to resume from."""
+    checkpoint = RUN_FILES["student"]["--paths.checkpoint"]
+    if (folder / TIMING).is_file() or find_checkpoint(folder / checkpoint) is None:
+        return False
+    try:
+        started = json.loads((folder / STARTED).read_text(encoding="utf8"))["command"]
+        return started == command and json.loads((folder / INPUTS).read_text(encoding="utf8")) == inputs
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _remove_run_state(folder: Path, role: str) -> None:
+    """Remove what an earlier training of this run folder left for the next (RUN_STATE:
+    a student's checkpoint, the one its swap may have left beside it, its snapshots), so
+    that the training now starts afresh."""
+    for name in RUN_STATE[role]:
+        for path in (folder / name, old_dir(folder / name)):
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
 
 
 def run_command(config: Path, output_dir: Path, seed: int, overrides: Sequence[str], role: str = "teacher") -> List[str]:
