@@ -191,6 +191,23 @@ def test_a_run_again_trains_only_what_is_new_or_changed(tmp_path) -> None:
     assert project.calls == [("language", "de"), ("language", "fi")]
 
 
+def test_a_relative_text_is_the_one_in_the_project_folder(tmp_path, monkeypatch) -> None:
+    """The workflow runs in the project folder, so a relative --text is read there: its
+    change there trains the language again, whatever the same path holds elsewhere."""
+    project = FakeProject(tmp_path / "project")
+    elsewhere = tmp_path / "elsewhere"
+    for root in (project.root, elsewhere):
+        (root / "data").mkdir(parents=True)
+        write(root / "data" / "de.txt", [GERMAN])
+    monkeypatch.chdir(elsewhere)
+    for _ in range(2):
+        run_languages(project.root, ["de"], "data/{lang}.txt", "data/{lang}.test", "maral_ner", run=project, echo=lambda line: None)
+    assert project.calls == [("language", "de")]  # the second run kept it
+    write(project.root / "data" / "de.txt", [GERMAN, GERMAN])
+    run_languages(project.root, ["de"], "data/{lang}.txt", "data/{lang}.test", "maral_ner", run=project, echo=lambda line: None)
+    assert project.calls == [("language", "de")] * 2
+
+
 def test_a_changed_stage2_config_or_source_corpus_trains_every_language_again(tmp_path) -> None:
     for lang in ("de", "fi"):
         write(tmp_path / f"{lang}.txt", [GERMAN])

@@ -437,21 +437,24 @@ def test_project_assets_are_checksummed_public_conll_files() -> None:
         assert f"assets/en/{split}.conll" in dests
 
 
-def test_the_languages_step_runs_whatever_its_lock_entry_says(tmp_path) -> None:
-    """weasel skips a step whose lock entry (script, deps, outputs) is unchanged; the
+@pytest.mark.parametrize("step", ["languages", "evaluate"])
+def test_steps_whose_inputs_cannot_be_deps_run_whatever_their_lock_entry_says(step, tmp_path) -> None:
+    """weasel skips a step whose lock entry (script, deps, outputs) is unchanged. The
     `languages` step's deps cannot name each language's text ({lang} is filled in by the
-    command), so a changed text would be skipped: the step always runs, and the command
-    keeps what is finished by its own fingerprints."""
+    command), and `evaluate`'s cannot name the test set (it may be absent), so a changed
+    text or test set would be skipped, its old scores read as new: both always run
+    (`languages` keeps what is finished by its own fingerprints)."""
     import srsly
     from weasel.cli.run import check_rerun, get_lock_entry
     from weasel.util import load_project_config
 
     config = load_project_config(REPO / "project")
-    command = next(c for c in config["commands"] if c["name"] == "languages")
-    (tmp_path / "metrics").mkdir()
-    (tmp_path / "metrics" / "languages.json").write_text("{}")
-    srsly.write_yaml(tmp_path / "project.lock", {"languages": get_lock_entry(tmp_path, command)})
-    assert check_rerun(tmp_path, command), "an unchanged lock entry skips the languages step"
+    command = next(c for c in config["commands"] if c["name"] == step)
+    for output in command.get("outputs", []):
+        (tmp_path / output).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / output).write_text("{}")
+    srsly.write_yaml(tmp_path / "project.lock", {step: get_lock_entry(tmp_path, command)})
+    assert check_rerun(tmp_path, command), f"an unchanged lock entry skips the {step} step"
 
 
 @pytest.mark.parametrize("target", ["de", "es"])

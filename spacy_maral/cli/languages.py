@@ -14,8 +14,8 @@ def languages_command(
     ctx: typer.Context,
     langs: str = typer.Argument(..., help="The target languages, comma-separated spaCy codes, e.g. de,es,fi."),
     project: Path = typer.Option(Path("."), "--project", help="The spaCy project folder, its teachers trained (its `language` workflow runs for each language)."),
-    text: str = typer.Option(..., "--text", help="Each language's raw text, {lang} where the language code goes (e.g. data/{lang}.txt)."),
-    test: str = typer.Option("none", "--test", help="Each language's test set (CoNLL-style), {lang} where the code goes; a language whose test set does not exist is trained and shipped, not scored."),
+    text: str = typer.Option(..., "--text", help="Each language's raw text, {lang} where the language code goes (e.g. data/{lang}.txt); a relative path is read from --project, where the workflow runs."),
+    test: str = typer.Option("none", "--test", help="Each language's test set (CoNLL-style), {lang} where the code goes; a language whose test set does not exist is trained and shipped, not scored; relative to --project, as --text."),
     name: str = typer.Option("maral_ner", "--name", help="The package name: xx_NAME for a run of one language, xx_NAME_LANG for each language of a run of several."),
     workflow: str = typer.Option("language", "--workflow", help="The project workflow that trains, guards, scores and packages one language."),
 ) -> None:

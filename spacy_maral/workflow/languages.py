@@ -210,9 +210,10 @@ def run_languages(
 
     project (Path): the spaCy project folder (its teachers already trained).
     langs (Sequence[str]): the target language codes.
-    text (str): each language's raw text, `{lang}` where the code goes.
+    text (str): each language's raw text, `{lang}` where the code goes; a relative path
+        is read from the project folder, where the workflow runs.
     test (str): each language's test set, `{lang}` where the code goes (where none
-        exists, the workflow says so and scores nothing).
+        exists, the workflow says so and scores nothing); relative: as `text`.
     name (str): the run's package name (package_name gives each language's).
     settings (Sequence[str]): more `--vars.KEY VALUE` arguments for the workflow.
     workflow (str): the project workflow of one language.
@@ -227,7 +228,8 @@ def run_languages(
     for i, lang in enumerate(langs, start=1):
         text_path, test_path = lang_path(text, lang), lang_path(test, lang)
         package = package_name(name, lang, len(langs))
-        fingerprint = language_fingerprint(project, text_path, test_path, [lang, *settings])
+        # the workflow runs in the project folder: a relative path is read there
+        fingerprint = language_fingerprint(project, project / text_path, project / test_path, [lang, *settings])
         earlier = recorded_outcome(recorded[lang]) if lang in recorded else None
         target = workflow
         if earlier and earlier.status == "shipped" and earlier.fingerprint == fingerprint:
