@@ -228,3 +228,32 @@ def test_full_build_loads_in_spacy_transformers(built_encoder: Path) -> None:
     assert trf.align.lengths.shape[0] == len(doc)
     assert all(length >= 1 for length in trf.align.lengths)
     assert int(trf.align.dataXd.max()) < trf.wordpieces.input_ids.size
+
+
+def test_the_encoders_record_changes_with_its_bytes_not_its_build_info(tmp_path: Path) -> None:
+    """`build-encoder --record`: what the project's teachers depend on. A directory
+    replaced at the same path is another encoder; a rebuild's new build_info.json is not."""
+    import json
+
+    from helpers import run_cli
+
+    model, record = tmp_path / "model", tmp_path / "training" / "encoder.json"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "bert"}', encoding="utf8")
+    (model / "model.safetensors").write_bytes(b"weights one")
+
+    def recorded() -> str:
+        result = run_cli("build-encoder", model, "--source", "existing", "--record", record)
+        assert result.returncode == 0, result.stderr
+        written = json.loads(record.read_text(encoding="utf8"))
+        assert written["encoder"] == str(model)
+        return written["digest"]
+
+    first = recorded()
+    (model / "build_info.json").write_text('{"build_seconds": 12}', encoding="utf8")
+    assert recorded() == first
+    (model / "model.safetensors").write_bytes(b"weights two")
+    assert recorded() != first
+    result = run_cli("build-encoder", "xlm-roberta-large", "--source", "existing", "--record", record)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(record.read_text(encoding="utf8"))["digest"] == "hub name xlm-roberta-large"

