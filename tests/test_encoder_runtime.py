@@ -141,6 +141,50 @@ def test_the_setting_round_trips_through_the_saved_config(trained_dir, tmp_path)
                                       "running": "bf16"}
     overridden = load_pipeline(tmp_path / "p", precision="fp32")
     assert encoder_runtime_of(overridden)["running"] == "fp32"
+    assert encoder_runtime_of(load_pipeline(tmp_path / "p"))["precision"] == "bf16"  # none asked: the saved one
+
+
+def test_the_precision_reaches_a_components_own_encoder_after_replace_listeners(trained_dir, tmp_path) -> None:
+    """After `nlp.replace_listeners`, maral_ner holds its own copy of the runtime (a
+    Tok2VecEncoderRuntime.v1 block inside its model): load_pipeline sets its settings."""
+    nlp = spacy.load(trained_dir, config=runtime_config("bf16"))
+    nlp.replace_listeners("transformer", "maral_ner", ["model.tok2vec"])
+    nlp.remove_pipe("transformer")
+    nlp.to_disk(tmp_path / "own")
+    assert encoder_runtime_of(spacy.load(tmp_path / "own"))["precision"] == "bf16"
+    loaded = load_pipeline(tmp_path / "own", precision="fp32", bucket_rows=3)
+    settings = encoder_runtime_of(loaded)
+    assert (settings["precision"], settings["bucket_rows"]) == ("fp32", 3)
+    assert loaded.config["nlp"]["after_pipeline_creation"] is None  # no callback added
+    assert predictions(loaded, TEXTS)
+
+
+def test_a_callback_of_the_users_is_never_replaced(trained_dir, tmp_path) -> None:
+    """A pipeline saved without the runtime whose config has its own
+    after_pipeline_creation: loaded with it, and refused, naming it, when settings are
+    asked that only the legacy callback in its place could set."""
+    import shutil
+
+    from spacy.util import registry
+
+    @registry.callbacks("test_maral.mark.v1")
+    def make_mark():
+        def mark(nlp):
+            nlp.meta["marked"] = True
+            return nlp
+        return mark
+
+    old = tmp_path / "old"
+    shutil.copytree(trained_dir, old)
+    _old_style_config(old)
+    from thinc.api import Config
+
+    config = Config().from_disk(old / "config.cfg", interpolate=False)
+    config["nlp"]["after_pipeline_creation"] = {"@callbacks": "test_maral.mark.v1"}
+    config.to_disk(old / "config.cfg")
+    assert load_pipeline(old).meta.get("marked") is True
+    with pytest.raises(ValueError, match="'test_maral.mark.v1', not 'spacy_maral.encoder_runtime.v1'"):
+        load_pipeline(old, precision="fp32")
 
 
 def test_bf16_training_keeps_fp32_weights_and_learns(tiny_encoder) -> None:

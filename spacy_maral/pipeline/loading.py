@@ -1,13 +1,14 @@
-"""Loading a pipeline with its encoder at a precision: the config override that sets each
-spacy_maral.EncoderRuntime.v1 component's runtime settings (or, for a pipeline saved
-before that architecture, the legacy callback's), and what runs in a loaded pipeline.
+"""Loading a pipeline with its encoder at a precision: the config override that sets the
+settings of each spacy_maral.EncoderRuntime.v1 (or Tok2VecEncoderRuntime.v1) block (or,
+for a pipeline saved before that architecture, the legacy callback's), and what runs in
+a loaded pipeline.
 """
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from spacy.language import Language
 
-from spacy_maral.pipeline.encoder_runtime import ARCHITECTURE, LEGACY_CALLBACK, EncoderRuntime
+from spacy_maral.pipeline.encoder_runtime import ARCHITECTURE, LEGACY_CALLBACK, TOK2VEC_ARCHITECTURE, EncoderRuntime
 from spacy_maral.pipeline.folder import load_naming_the_damaged_file, pipeline_config
 from spacy_maral.pipeline.precision import check_settings
 
@@ -31,41 +32,73 @@ def runtime_config(precision: str = "auto", sort_by_length: bool = True, bucket_
     }}}}
 
 
-def load_pipeline(model: Union[str, Path], precision: str = "auto", sort_by_length: Optional[bool] = None,
+def load_pipeline(model: Union[str, Path], precision: Optional[str] = None, sort_by_length: Optional[bool] = None,
                   bucket_rows: Optional[int] = None, **kwargs: Any) -> Language:
-    """spacy.load with the encoder at `precision`, set through the config: each
-    spacy_maral.EncoderRuntime.v1 component's settings, or for a pipeline saved before the
-    architecture (a bare TransformerModel) the legacy callback's.
+    """spacy.load with the encoder at `precision`, set through the config: the settings of
+    every spacy_maral.EncoderRuntime.v1 and Tok2VecEncoderRuntime.v1 block (a
+    component's own copy after `nlp.replace_listeners` too), or for a pipeline saved
+    before the architecture (a bare TransformerModel) the legacy callback's.
 
     model (Union[str, Path]): a pipeline directory or an installed package name.
-    precision (str): "auto", "fp32", "bf16" or "int8".
+    precision (Optional[str]): "auto", "fp32", "bf16" or "int8"; None keeps the saved setting.
     sort_by_length (Optional[bool]): length-sorted sub-batches; None keeps the saved setting.
     bucket_rows (Optional[int]): documents per sub-batch; None keeps the saved setting.
     kwargs: passed on to spacy.load.
     RAISES (DamagedPipelineError): a file of the pipeline folder can't be read; the
         message names it (spacy_maral.pipeline.folder).
+    RAISES (ValueError): a setting that can't run, or settings asked of a pipeline saved
+        without the runtime whose config has a callback of its own in the legacy one's place.
     """
     settings = {"precision": precision, "sort_by_length": sort_by_length, "bucket_rows": bucket_rows}
     settings = {key: value for key, value in settings.items() if value is not None}
-    check_settings(precision, settings.get("bucket_rows", 1))
+    check_settings(settings.get("precision", "auto"), settings.get("bucket_rows", 1))
     config = kwargs.pop("config", {}) or {}
     try:
         saved: Optional[Dict[str, Any]] = dict(pipeline_config(model))
     except OSError:  # no such pipeline: spacy.load's own error follows
         saved = None
-    return load_naming_the_damaged_file(model, config=_merged(config, runtime_override(saved, settings)), **kwargs)
+    return load_naming_the_damaged_file(model, config=_merged(config, runtime_override(saved, settings, model)), **kwargs)
 
 
-def runtime_override(saved: Optional[Dict[str, Any]], settings: Dict[str, Any]) -> Dict[str, Any]:
-    """The config override that gives a saved config (its dict) these runtime settings."""
-    components = (saved or {}).get("components", {}) or {}
-    names = [name for name, block in components.items()
-             if isinstance(block, dict) and (block.get("model") or {}).get("@architectures") == ARCHITECTURE]
-    if names:
-        return {"components": {name: {"model": dict(settings)} for name in names}}
+def runtime_blocks(node: Any, path: Tuple[str, ...] = ()) -> List[Tuple[str, ...]]:
+    """Where a config (its dict) has an EncoderRuntime.v1 or Tok2VecEncoderRuntime.v1
+    block: the key path of each, at any depth (components.transformer.model, or a
+    component's own copy such as components.maral_ner.model.tok2vec)."""
+    if not isinstance(node, dict):
+        return []
+    found = [path] if node.get("@architectures") in (ARCHITECTURE, TOK2VEC_ARCHITECTURE) else []
+    for key, value in node.items():
+        found += runtime_blocks(value, (*path, str(key)))
+    return found
+
+
+def runtime_override(saved: Optional[Dict[str, Any]], settings: Dict[str, Any], model: object = "the pipeline") -> Dict[str, Any]:
+    """The config override that gives a saved config (its dict) these runtime settings.
+
+    saved (Optional[Dict[str, Any]]): the pipeline's saved config.
+    settings (Dict[str, Any]): the runtime settings to set (none: keep the saved ones).
+    model (object): the pipeline, for the message.
+    """
+    blocks = runtime_blocks(saved or {})
+    if blocks:
+        override: Dict[str, Any] = {}
+        for path in blocks if settings else []:  # no settings: no override (an empty block would replace the saved one)
+            node = override
+            for key in path:
+                node = node.setdefault(key, {})
+            node.update(settings)
+        return override
     callback = ((saved or {}).get("nlp", {}) or {}).get("after_pipeline_creation") or {}
     if callback.get("@callbacks") == LEGACY_CALLBACK:
         return {"nlp": {"after_pipeline_creation": dict(settings)}}
+    if callback:  # a callback of the user's: never replaced
+        if settings:
+            raise ValueError(
+                f"{model}: its encoder has no {ARCHITECTURE} block, and its config's [nlp.after_pipeline_creation] "
+                f"is {callback.get('@callbacks')!r}, not {LEGACY_CALLBACK!r}, so {settings} can't be set; load it "
+                "without them, or save it again with the runtime in its config"
+            )
+        return {}
     return {"nlp": {"after_pipeline_creation": {"@callbacks": LEGACY_CALLBACK, **settings}}}
 
 
