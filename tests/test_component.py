@@ -743,3 +743,54 @@ def test_span_class_geometry_counts_gold_spans_and_is_a_cosine_matrix(trained) -
     directions = means / resultant[:, None]
     numpy.testing.assert_allclose(geo["resultant"], resultant, atol=1e-4)
     numpy.testing.assert_allclose(geo["cosines"], directions @ directions.T, atol=1e-3)
+
+
+# ------------------------------------------------ loading again, initializing again
+def test_a_load_replaces_what_an_earlier_load_left(trained_dir) -> None:
+    """from_bytes into a calibrated component takes the stored cfg whole: no score map
+    (and no format version) of the earlier state stays."""
+    from spacy_maral.pipeline.decoding import ScoreMap
+
+    ner = spacy.load(trained_dir).get_pipe("maral_ner")
+    plain = ner.to_bytes()
+    ner.score_map = ScoreMap(3.0, 2.0, -1.0)
+    assert ner.cfg["format_version"] == 2
+    ner.from_bytes(plain)
+    assert ner.score_map == ScoreMap(1.0, 1.0, 0.0) and ner.cfg["format_version"] == 1
+
+
+def test_the_configs_spans_key_is_the_one_written(trained_dir) -> None:
+    nlp = spacy.load(trained_dir, config={"components": {"maral_ner": {"spans_key": "ents_scored"}}})
+    doc = nlp("Angela Merkel visited Paris on Monday.")
+    assert list(doc.spans) == ["ents_scored"]
+
+
+def test_initialized_again_with_a_new_label_and_loaded_into_the_old_one(trained, trained_dir) -> None:
+    """nlp.initialize on a trained pipe gives it new weights for the labels it has now
+    (one more allowed); those bytes load into a component with the old labels, whose
+    head is built again for them."""
+    nlp = spacy.load(trained_dir)
+    ner = nlp.get_pipe("maral_ner")
+    before = get_span_head(ner.model)
+    ner.initialize(lambda: trained.examples, nlp=nlp, labels=["EXTRA"])
+    assert ner.labels[-1] == "EXTRA" and len(ner.labels) == len(trained.nlp.get_pipe("maral_ner").labels) + 1
+    assert get_span_head(ner.model) is not before and get_span_head(ner.model).prev_mean.shape[0] == len(ner.classes)
+    assert nlp("Angela Merkel visited Paris.").ents is not None
+    old = spacy.load(trained_dir)
+    old.get_pipe("maral_ner").from_bytes(ner.to_bytes())
+    assert old.get_pipe("maral_ner").labels == ner.labels
+    docs = [old(text) for text in ("Angela Merkel visited Paris.", "Berlin is in Germany.")]
+    assert [[(e.text, e.label_) for e in doc.ents] for doc in docs] == [[(e.text, e.label_) for e in nlp(d.text).ents] for d in docs]
+
+
+def test_a_negative_inference_tau_is_refused_by_the_config(trained_dir) -> None:
+    with pytest.raises(ValueError, match="inference_tau must be a finite number >= 0, not -5"):
+        spacy.load(trained_dir, config={"components": {"maral_ner": {"inference_tau": -5.0}}})
+
+
+def test_predicting_without_the_transformer_it_listens_to_is_an_error(trained_dir) -> None:
+    nlp = spacy.load(trained_dir)
+    with nlp.select_pipes(disable=["transformer"]):
+        with pytest.raises(ValueError, match="the transformer component it listens to did not run"):
+            nlp("Angela Merkel visited Paris.")
+        assert not nlp("").ents  # an empty doc needs no encoder

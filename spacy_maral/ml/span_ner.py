@@ -118,6 +118,7 @@ class SpanHead(torch.nn.Module):
         seed: int = 0,
     ) -> None:
         super().__init__()
+        self.dims = (n_in, n_classes)  # what the head was built for (build_head), not saved
         self.temperature = temperature
         self.max_kappa = max_kappa
         self.width_embed = torch.nn.Embedding(max_width + 1, width_embed_dim)
@@ -292,12 +293,17 @@ def init(model: Model, X: Optional[List[Doc]] = None, Y: Optional[Any] = None) -
 
 
 def build_head(model: Model) -> None:
-    """Create the torch head once nI and nO are known (idempotent).
+    """Create the torch head once nI and nO are known: idempotent while they stay what
+    the head was built for, a new head in the old one's place when they changed (a
+    component loaded again with other labels or another encoder width).
 
     Also used before deserialising, so the weights have a place to go.
     """
+    dims = (model.get_dim("nI"), model.get_dim("nO"))
     if model.has_ref("head"):
-        return
+        if get_span_head(model).dims == dims:
+            return
+        model.layers.remove(model.get_ref("head"))
     attrs = model.attrs
     head = SpanHead(
         n_in=model.get_dim("nI"),
@@ -320,6 +326,13 @@ def build_head(model: Model) -> None:
     )
     model.layers.append(wrapper)
     model.set_ref("head", wrapper)
+
+
+def drop_head(model: Model) -> None:
+    """Remove the torch head, if any: the next build_head (initialize) makes a new one."""
+    if model.has_ref("head"):
+        model.layers.remove(model.get_ref("head"))
+        model.set_ref("head", None)
 
 
 def get_span_head(model: Model) -> SpanHead:

@@ -9,7 +9,6 @@ from itertools import islice
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy
-import srsly
 from spacy import util
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
@@ -21,14 +20,19 @@ from thinc.api import Model, Optimizer, get_array_module, xp2torch
 
 from spacy_maral.adaptation.examples import Stage2Corpus
 from spacy_maral.adaptation.progressive import AdaptationSettings, ProgressiveAdaptation
-from spacy_maral.ml.decoding import DecodedEntity
+from spacy_maral.ml.decoding import DecodedEntity, check_inference_tau
 from spacy_maral.ml.loss import ReweightedVMFLoss
-from spacy_maral.ml.span_ner import CLASSES_ATTR, DEFAULT_MODEL, SpanScores, build_head, copy_span_ner_weights, get_span_head
+from spacy_maral.ml.span_ner import CLASSES_ATTR, DEFAULT_MODEL, SpanScores, copy_span_ner_weights, drop_head, get_span_head
 from spacy_maral.ml.vmf import collapsed_class_pairs, warn_collapsed
 from spacy_maral.pipeline.decoding import ScoreMap, decode_docs, mapped_entity_scores, softmax
+from spacy_maral.pipeline.maral_ner_io import MaralNERSerialization
 from spacy_maral.pipeline.span_labels import count_classes, gold_span_labels
-from spacy_maral.pipeline.stored_cfg import NON_ENTITY_LABEL, checked_cfg, format_version_for, load_weights, read_cfg
-from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, words_without_subwords
+from spacy_maral.pipeline.stored_cfg import (
+    NON_ENTITY_LABEL,
+    format_version_for,
+    initial_cfg,
+)
+from spacy_maral.pipeline.subwords import NO_SUBWORD_WARNING, listened_encoder_skipped, words_without_subwords
 from spacy_maral.pipeline.tokenizer import refuse_unencodable, unencodable_error
 from spacy_maral.threads import install_fork_guard
 from spacy_maral.util import logger
@@ -79,7 +83,7 @@ def make_maral_ner(
     )
 
 
-class MaralNER(TrainablePipe):
+class MaralNER(MaralNERSerialization, TrainablePipe):
     """Span NER whose classes are von Mises-Fisher distributions on the unit sphere."""
 
     def __init__(
@@ -102,9 +106,8 @@ class MaralNER(TrainablePipe):
         self.loss = loss if loss is not None else ReweightedVMFLoss()
         self.ents_filter = ents_filter if ents_filter is not None else util.registry.misc.get("spacy.prioritize_new_ents_filter.v1")()
         self.scorer = scorer
-        self.cfg: Dict[str, Any] = {
-            "labels": [], "spans_key": spans_key, "loss_state": {}, "nI": None, "format_version": format_version_for(False),
-        }
+        self.cfg: Dict[str, Any] = initial_cfg(spans_key)
+        check_inference_tau(inference_tau)
         self.inference_tau = inference_tau
         self.adaptation = ProgressiveAdaptation(adaptation) if adaptation is not None else None
         self._warned_no_subwords = False
@@ -177,6 +180,9 @@ class MaralNER(TrainablePipe):
             ops = self.model.ops
             return SpanScores(numpy.zeros((0, 3), dtype=numpy.int64), ops.alloc2f(0, len(self.classes)),
                               ops.alloc2f(0, self.model.attrs["projection_dim"]), [len(doc) for doc in docs])
+        if listened_encoder_skipped(self.model, docs):
+            raise ValueError(f"maral_ner '{self.name}': the transformer component it listens to did not run on these docs "
+                             "(disabled or removed): run the pipeline with it, or give maral_ner its own copy (nlp.replace_listeners)")
         scores = self.model.predict(docs)
         self._warn_words_without_subwords(docs)
         return scores
@@ -362,6 +368,7 @@ class MaralNER(TrainablePipe):
             weights, its target sentences the soft labels.
         """
         validate_get_examples(get_examples, "MaralNER.initialize")
+        drop_head(self.model)  # initialized again: new weights, for the labels it has now
         if self.adaptation is not None:
             if adaptation_corpus is None:
                 raise ValueError(
@@ -401,7 +408,7 @@ class MaralNER(TrainablePipe):
         self.cfg["loss_state"] = self.loss.to_cfg()
         self.cfg["entities_total"] = n_entities
         self.cfg["entities_too_wide"] = n_wide
-        self.model.set_dim("nO", len(self.classes))
+        self.model.set_dim("nO", len(self.classes), force=True)
         sample = [eg.predicted for eg in islice(get_examples(), 10)]
         self.model.initialize(X=sample)
         self.model.attrs[CLASSES_ATTR] = list(self.classes)  # saved with the weights, checked on load
@@ -424,66 +431,6 @@ class MaralNER(TrainablePipe):
                 f"({list(other.classes)} vs {list(self.classes)})"
             )
         copy_span_ner_weights(self.model, self.classes, other.model, other.classes)
-
-    # ----------------------------------------------------------- serialization
-    def _restore_model(self) -> None:
-        self.loss.from_cfg(self.cfg.get("loss_state", {}))
-        self.model.attrs[CLASSES_ATTR] = list(self.classes)  # what weights that record none are taken for
-        if self.cfg.get("nI") is not None:
-            self.model.set_dim("nO", len(self.classes), force=True)
-            self.model.set_dim("nI", self.cfg["nI"], force=True)
-            build_head(self.model)
-
-    def drop_adaptation_state(self) -> None:
-        """Forget the student's training-only state (soft labels, neighbour index), so
-        that a pipeline exported for packaging carries only what prediction needs."""
-        if self.adaptation is not None:
-            self.adaptation.store = None
-
-    def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
-        self._validate_serialization_attrs()
-        serialize = {
-            "cfg": lambda: srsly.json_dumps(self.cfg),
-            "vocab": lambda: self.vocab.to_bytes(exclude=exclude),
-            "model": lambda: self.model.to_bytes(),
-        }
-        return util.to_bytes(serialize, exclude)
-
-    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "MaralNER":
-        self._validate_serialization_attrs()
-        msg = srsly.msgpack_loads(bytes_data)
-        self.cfg.update(checked_cfg(srsly.json_loads(msg["cfg"]), f"maral_ner '{self.name}' bytes"))
-        if "vocab" in msg and "vocab" not in exclude:
-            self.vocab.from_bytes(msg["vocab"], exclude=exclude)
-        self._restore_model()
-        where = f"maral_ner '{self.name}' bytes"
-        load_weights(self.model, msg["model"], self.classes, f"{where} (cfg)", f"{where} (model)", self.name)
-        return self
-
-    def to_disk(self, path, *, exclude: Iterable[str] = tuple()) -> None:
-        path = util.ensure_path(path)
-        serialize = {
-            "cfg": lambda p: srsly.write_json(p, self.cfg),
-            "vocab": lambda p: self.vocab.to_disk(p, exclude=exclude),
-            "model": lambda p: self.model.to_disk(p),
-        }
-        if self.adaptation is not None and self.adaptation.store is not None:
-            serialize["adaptation"] = lambda p: self.adaptation.save(p)  # type: ignore[union-attr]
-        util.to_disk(path, serialize, exclude)
-
-    def from_disk(self, path, *, exclude: Iterable[str] = tuple()) -> "MaralNER":
-        path = util.ensure_path(path)
-        for required in ("cfg", "model"):
-            if not (path / required).exists():
-                raise ValueError(f"maral_ner '{self.name}': {path / required} is missing; the pipeline directory is incomplete")
-        self.cfg.update(read_cfg(path / "cfg", self.name))
-        self._restore_model()
-        if (path / "vocab").exists() and "vocab" not in exclude:
-            self.vocab.from_disk(path / "vocab", exclude=exclude)
-        load_weights(self.model, path / "model", self.classes, path / "cfg", path / "model", self.name)
-        if self.adaptation is not None and (path / "adaptation").exists() and "adaptation" not in exclude:
-            self.adaptation.load(path / "adaptation")
-        return self
 
 
 def find_maral_ner(nlp: Language) -> MaralNER:

@@ -18,6 +18,11 @@ FORMAT_VERSION = 2
 NON_ENTITY_LABEL = "O"
 
 
+def initial_cfg(spans_key: str) -> Dict[str, Any]:
+    """A new component's cfg, before initialize or a load: no labels, no weights."""
+    return {"labels": [], "spans_key": spans_key, "loss_state": {}, "nI": None, "format_version": format_version_for(False)}
+
+
 def checked_cfg(cfg: Dict[str, Any], where: object) -> Dict[str, Any]:
     """The stored cfg, if this version of spacy-maral can read it; a clear error if not.
 
@@ -127,12 +132,21 @@ def load_weights(model: Model, source: Union[bytes, Path], classes: Sequence[str
     cfg_where, model_where (object): the cfg and model files, for the messages.
     component (str): the component's name.
     """
-    try:
-        data = source if isinstance(source, bytes) else Path(source).read_bytes()
-    except OSError as err:
-        raise ValueError(f"maral_ner '{component}': can't load {model_where}: {err}") from err
+    data = source if isinstance(source, bytes) else read_weights(Path(source), component)
     check_stored_classes(classes, data, cfg_where, model_where, component)
     try:
         model.from_bytes(data)
-    except (ValueError, KeyError) as err:
+    except (ValueError, KeyError, RuntimeError) as err:  # torch: a tensor of another shape
         raise ValueError(f"maral_ner '{component}': can't load {model_where}: {err}") from err
+
+
+def read_weights(path: Path, component: str) -> bytes:
+    """The bytes of a component's model file; an error naming it when it can't be read.
+
+    path (Path): the file.
+    component (str): the component's name, for the message.
+    """
+    try:
+        return Path(path).read_bytes()
+    except OSError as err:
+        raise ValueError(f"maral_ner '{component}': can't load {path}: {err}") from err

@@ -16,8 +16,10 @@ from typing import Any, List, Optional, Sequence
 
 import numpy
 from spacy.tokens import Doc, Span
+from spacy_transformers.layers.listener import TransformerListener
 from spacy_transformers.span_getters import get_strided_spans
 from spacy_transformers.util import registry
+from thinc.api import Model
 
 from spacy_maral.pipeline.nontext import is_non_text_token
 from spacy_maral.util import logger
@@ -37,6 +39,19 @@ def words_without_subwords(docs: Sequence[Doc]) -> int:
     RETURNS (int): the number of such words.
     """
     return sum(len(lost_words(doc)) for doc in docs)
+
+
+def listened_encoder_skipped(model: Model, docs: Sequence[Doc]) -> bool:
+    """Whether `model` listens to a transformer component (a TransformerListener inside
+    it) that did not run on a non-empty doc of `docs` (disabled, or not in the pipeline):
+    the listener would give zero vectors, and every prediction from them is noise.
+
+    model (Model): a component's model.
+    docs (Sequence[Doc]): the docs it is about to predict.
+    """
+    if not any(isinstance(node, TransformerListener) for node in model.walk()):
+        return False
+    return any(len(doc) and doc._.trf_data is None for doc in docs)
 
 
 def lost_words(doc: Doc) -> List[int]:
