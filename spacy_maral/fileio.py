@@ -143,6 +143,26 @@ def replace_dir(path: Path, command: str = "spacy_maral") -> Iterator[Path]:
 OWNER_MARKER = ".spacy_maral_output"  # in a folder replace_dir wrote: the command and the files it wrote
 
 
+def check_output_file(path: Optional[Path], option: str) -> None:
+    """Refuse, before any work, a file a command is to write that it can't: `path` is a
+    folder, or a file stands where one of its folders would go.
+
+    path (Optional[Path]): the file (None: none asked for).
+    option (str): how the command names it (e.g. "--report"), for the message.
+    RAISES (ValueError): naming the option and the path.
+    """
+    if path is None:
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{option} {path} is a folder: give the path of a file")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"{option} {path}: {parent} is a file, not a folder")
+            return
+
+
 def check_replaceable(path: Path, command: str) -> None:
     """Raise unless `path` may be replaced by `command`'s output: it does not exist, is an
     empty folder, or holds the OWNER_MARKER that replace_dir writes. A user's folder

@@ -216,6 +216,25 @@ def test_lines_that_are_no_document_need_no_own_id(ruler_dir, tmp_path) -> None:
     assert stats.documents == 3 and stats.bad_lines == 2
 
 
+@pytest.mark.parametrize("content", ["", "  \n\t\n"])
+def test_an_input_without_a_document_is_an_error_before_any_output(ruler_dir, tmp_path, content) -> None:
+    (tmp_path / "empty.txt").write_text(content, encoding="utf8")
+    with pytest.raises(ValueError, match=r"no document to annotate: the input \(empty.txt\) has \d lines, none of them a document"):
+        run_annotate(ruler_dir, tmp_path / "empty.txt", tmp_path / "out")
+    assert not list((tmp_path / "out").glob("part-*")) and not (tmp_path / "out" / "_manifest.json").exists()
+
+
+def test_an_output_inside_the_input_folder_is_refused_at_once(ruler_dir, tmp_path) -> None:
+    """A rerun would read its own partitions as input (a repeated id, or double work)."""
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("Paris .\n", encoding="utf8")
+    result = run_cli("annotate", ruler_dir, tmp_path / "corpus", tmp_path / "corpus" / "out", "--no-progress")
+    assert result.returncode == 1 and "is inside the input folder" in result.stderr
+    assert not (tmp_path / "corpus" / "out").exists()
+    with pytest.raises(ValueError, match="is inside the input folder"):
+        run_annotate(ruler_dir, tmp_path / "corpus", tmp_path / "corpus" / "out")
+
+
 def test_repeated_id_is_a_clear_error_of_the_command(ruler_dir, tmp_path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"id": 1, "text": "Paris ."}\n{"id": "1", "text": "Berlin ."}\n', encoding="utf8")

@@ -43,6 +43,20 @@ def test_an_empty_or_whitespace_text_is_an_error(tmp_path, content, message) -> 
     assert str(path) in str(err.value)
 
 
+@pytest.mark.parametrize("name,lines,line", [
+    ("eng.testb", ["-DOCSTART- -X- -X- O", "", "EU NNP B-NP B-ORG", "rejects VBZ B-VP O"], 1),
+    ("test", ["", "Angela B-PER", "Merkel I-PER", "besucht O", "", "Berlin B-LOC"], 2),
+])
+def test_a_conll_file_without_a_conll_suffix_is_refused_naming_a_line(tmp_path, name, lines, line) -> None:
+    """Read as plain text it would be one sentence per token line, its tags lost (an
+    evaluation on it scores 0 against no gold entity): refused, naming the line."""
+    path = write(tmp_path / name, lines)
+    with pytest.raises(ValueError, match=f"{name}, line {line}: .* is a CoNLL-style token line"):
+        check_target_text(path, "de")
+    plain = write(tmp_path / "de.txt", [GERMAN, "Er sagte nur: O", "Am Ende stand es 2:0 für Bayern", GERMAN])
+    assert check_target_text(plain, "de").sentences == 4
+
+
 def test_fewer_sentences_than_the_budget_needs_is_an_error(tmp_path) -> None:
     path = write(tmp_path / "fi.txt", [FINNISH] * 3)
     with pytest.raises(ValueError, match="3 sentences, fewer than the 4"):

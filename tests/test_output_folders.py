@@ -174,3 +174,39 @@ def test_a_folder_without_the_record_keeps_every_file_the_new_output_lacks(tmp_p
     with replace_dir(out, "calibrate") as tmp:
         write_files(tmp, {"config.cfg": "new", "vocab/strings.json": "new"})
     assert contents(out) == {"config.cfg": "new", "NOTES.md": "mine", "vocab/strings.json": "new", "vocab/x": "mine"}
+
+
+# ------------------------------------------------------- a file to write, refused first
+FILE_OUTPUTS = {
+    "calibrate --report": ["calibrate", "{out}", "{dev}", "-t", "1.5", "--report", "{folder}"],
+    "evaluate --output": ["evaluate", "{dev}", "m={model}", "--output", "{folder}"],
+    "evaluate --html": ["evaluate", "{dev}", "m={model}", "--html", "{folder}"],
+    "evaluate --reliability": ["evaluate", "{dev}", "m={model}", "--reliability", "{folder}"],
+    "guard --output": ["guard", "{model}", "{model}", "{dev}", "{text}", "--output", "{folder}"],
+    "select-checkpoint --output": ["select-checkpoint", "{folder}/students.json", "{dev}", "--output", "{folder}"],
+    "measure OUTPUT": ["measure", "{folder}", "--", "python", "-c", "pass"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILE_OUTPUTS))
+def test_a_file_output_that_is_a_folder_is_refused_before_any_work(name, inputs, tmp_path) -> None:
+    """A file option naming a folder fails at once, naming the option, with nothing
+    changed (calibrate's model in place included), where it failed with a traceback
+    after all the work."""
+    from helpers import run_cli
+
+    out, folder = tmp_path / "model", tmp_path / "a-folder"
+    shutil.copytree(inputs["model"], out)
+    folder.mkdir()
+    cfg = (out / "maral_ner" / "cfg").read_bytes()
+    args = [a.format(**inputs, out=out, folder=folder) for a in FILE_OUTPUTS[name]]
+    result = run_cli(*args)
+    assert result.returncode != 0 and f"{name.split()[-1]} {folder} is a folder" in result.stdout + result.stderr, result.stderr
+    assert (out / "maral_ner" / "cfg").read_bytes() == cfg and list(folder.iterdir()) == []
+
+
+def test_the_per_sentence_file_keeps_the_outputs_name() -> None:
+    from spacy_maral.cli.evaluate import per_sentence_path
+
+    assert per_sentence_path(Path("m/de-test.json")) == Path("m/de-test.per_sentence.json")
+    assert per_sentence_path(Path("m/eval.de")) != per_sentence_path(Path("m/eval.fi"))

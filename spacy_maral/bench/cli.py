@@ -31,9 +31,14 @@ def measure_command(
     peak resident memory in OUTPUT, e.g.
     `python -m spacy_maral.bench measure training/ner/timing.json -- python -m spacy train ...`.
     """
+    from spacy_maral.fileio import check_output_file
     from spacy_maral.workflow.measured import run_measured
 
     msg = Printer()
+    try:  # before the command runs
+        check_output_file(output, "OUTPUT")
+    except ValueError as err:
+        msg.fail(f"measure: {err}", exits=2)
     cmd = [a for a in ctx.args if a != "--"] if ctx.args[:1] == ["--"] else list(ctx.args)
     if not cmd:
         msg.fail("measure: no command given", exits=2)

@@ -38,12 +38,14 @@ def annotate_command(
     --max-bad-lines of them; status 1 is a failure (e.g. the model does not load).
     """
     from spacy_maral.inference.annotate import ERRORS, EXIT_BAD_LINES, ScoresKeyError, annotate, check_model_scores_key, input_files
+    from spacy_maral.inference.annotate.inputs import check_output_outside
     from spacy_maral.inference.engines import make_engine
     from spacy_maral.util import Printer
 
     msg = Printer()
     try:
         files = input_files(input_path, input_format)  # a missing or empty input fails before the model loads
+        check_output_outside(input_path, output_dir)
         if all(f.format == "text" for f in files):  # a field named for text files would match nothing
             for hint, value, default in (("--text-field", text_field, "text"), ("--id-field", id_field, "id")):
                 if value != default:

@@ -41,7 +41,7 @@ def calibrate_command(
     from spacy_maral.corpora.target_text import iter_target_docs
     from spacy_maral.evaluation.calibration import calibrate, nothing_to_fit, student_temperature
     from spacy_maral.evaluation.raw_text import entity_logits
-    from spacy_maral.fileio import atomic_write_text, check_replaceable, replace_dir, replace_owned_dir
+    from spacy_maral.fileio import atomic_write_text, check_output_file, check_replaceable, replace_dir, replace_owned_dir
     from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import tokenizer_rules
@@ -52,6 +52,10 @@ def calibrate_command(
         stored = student_temperature(given, target_lang, lang)  # None: fit on the dev set
     except ValueError as err:
         msg.fail(f"--temperature {err}", exits=1)
+    try:
+        check_output_file(report, "--report")  # before the model is touched
+    except ValueError as err:
+        msg.fail(f"calibrate: {err}", exits=1)
     if target_lang is not None and lang is None:
         msg.fail(f"--target-lang {target_lang} needs --lang, the language of {dev_path}", exits=1)
     new_folder = output is not None and Path(output).resolve() != Path(model).resolve()  # else the model is updated in place

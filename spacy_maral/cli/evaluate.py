@@ -9,9 +9,11 @@ from spacy_maral.cli._app import Precision, app, precision_option
 
 
 def per_sentence_path(output: Path) -> Path:
-    """Where `evaluate -o OUTPUT` writes the per-sentence raw-text counts:
-    OUTPUT with the suffix .per_sentence.json (metrics.json -> metrics.per_sentence.json)."""
-    return output.with_suffix(".per_sentence.json")
+    """Where `evaluate -o OUTPUT` writes the per-sentence raw-text counts: OUTPUT with
+    its .json suffix, if any, replaced by .per_sentence.json (metrics.json ->
+    metrics.per_sentence.json, eval.de -> eval.de.per_sentence.json)."""
+    stem = output.name[:-len(".json")] if output.name.lower().endswith(".json") else output.name
+    return output.with_name(stem + ".per_sentence.json")
 
 
 def shipped_spec(specs: List[Tuple[str, str]], guard: Path) -> str:
@@ -93,7 +95,7 @@ def evaluate_command(
     from spacy_maral.evaluation.calibration import plot_reliability
     from spacy_maral.evaluation.raw_text import evaluate_raw_text
     from spacy_maral.evaluation.report import evaluate_pipeline, format_quality_table, format_table, write_predictions_page
-    from spacy_maral.fileio import atomic_write_text
+    from spacy_maral.fileio import atomic_write_text, check_output_file
     from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
     from spacy_maral.util import Printer
@@ -101,6 +103,12 @@ def evaluate_command(
     if gpu_id >= 0:
         require_gpu(gpu_id)
     msg = Printer()
+    try:  # before minutes of scoring
+        for option, path in (("--output", output), ("--html", html), ("--reliability", reliability_png)):
+            check_output_file(path, option)
+        check_output_file(per_sentence_path(output) if output is not None else None, "--output's per-sentence file")
+    except ValueError as err:
+        msg.fail(f"evaluate: {err}", exits=1)
     if if_exists and not test_path.exists():
         msg.warn(f"evaluate: no test set at {test_path}: nothing scored (the pipelines are not evaluated)")
         if output is not None:

@@ -61,7 +61,7 @@ def guard_command(
     from spacy_maral.corpora.docbin import docbin_paths
     from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
     from spacy_maral.evaluation.guard import FallbackCheck, GuardThresholds, check_package_choice, check_student, write_verdict
-    from spacy_maral.fileio import check_replaceable
+    from spacy_maral.fileio import check_output_file, check_replaceable
     from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
     from spacy_maral.training.fallback import build_fallback, check_fallback_weight
@@ -91,6 +91,10 @@ def guard_command(
             check_target_path(path)
         except ValueError as err:
             msg.fail(f"guard: {name}: {err}", exits=1)
+    try:
+        check_output_file(output, "--output")
+    except ValueError as err:
+        msg.fail(f"guard: {err}", exits=1)
     if gpu_id >= 0:
         require_gpu(gpu_id)
     try:

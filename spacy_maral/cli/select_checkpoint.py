@@ -45,6 +45,7 @@ def select_checkpoint_command(
 
     from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
     from spacy_maral.evaluation.guard import dev_f1
+    from spacy_maral.fileio import check_output_file
     from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.training.selection import select_runs, selection_dev
     from spacy_maral.util import Printer
@@ -58,6 +59,10 @@ def select_checkpoint_command(
         check_target_path(ranking.path)
     except ValueError as err:
         msg.fail(f"select-checkpoint: the {ranking.name} set: {err}", exits=1)
+    try:
+        check_output_file(output, "--output")
+    except ValueError as err:
+        msg.fail(f"select-checkpoint: {err}", exits=1)
     if gpu_id >= 0:
         require_gpu(gpu_id)
     dev = []

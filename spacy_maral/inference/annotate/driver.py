@@ -40,10 +40,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Union
 
+import numpy
 from tqdm import tqdm
 
 from spacy_maral.fileio import atomic_write_text
-from spacy_maral.inference.annotate.inputs import InputFile, input_files
+from spacy_maral.inference.annotate.inputs import InputFile, check_output_outside, input_files
 from spacy_maral.inference.annotate.output import ERRORS, PARTITIONS, SUMMARY, merge_errors
 from spacy_maral.inference.annotate.plan import FileIndex, PartitionPlan, index_file, plan_partitions, refuse_repeated_ids
 from spacy_maral.inference.annotate.task import AnnotatedPartition, annotate_partition
@@ -137,6 +138,7 @@ def annotate(
             raise ValueError(f"{name} must be an integer of at least {least}, not {value!r}")
     output_dir = Path(output_dir)
     files = input_files(input_path, fmt)
+    check_output_outside(input_path, output_dir)
     check_model_scores_key(engine.spec.model, scores_key)
     manifest = {
         "inputs": [
@@ -164,6 +166,10 @@ def _annotate_owned(
     adds up their summaries."""
     indexes = index_files(engine, files, text_field, id_field)
     refuse_repeated_ids(indexes, text_field, id_field)  # before the folder is made this run's
+    if not sum(int(numpy.count_nonzero(i.id_digests)) if i.id_digests is not None else i.n_units for i in indexes):
+        lines = sum(i.n_units for i in indexes)
+        names = ", ".join(i.file.name for i in indexes)
+        raise ValueError(f"no document to annotate: the input ({names}) has {lines} lines, none of them a document (all empty or bad)")
     open_output(output_dir, manifest, run="annotate", outputs=PARTITIONS)
     stats = AnnotateStats(engine=engine.name, n_workers=engine.n_workers)
     plans = plan_partitions(indexes, partition_size)

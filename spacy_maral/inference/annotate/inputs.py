@@ -144,6 +144,21 @@ def input_files(path: Union[str, Path], fmt: str = "auto") -> List[InputFile]:
     return [InputFile(path, path.name, file_format(path, fmt))]
 
 
+def check_output_outside(input_path: Union[str, Path], output_dir: Union[str, Path]) -> None:
+    """Refuse an output folder inside a local input folder: a rerun would read its
+    partitions as input (a URI input is not checked).
+
+    input_path (Union[str, Path]): the input file or folder.
+    output_dir (Union[str, Path]): the output folder.
+    """
+    if isinstance(input_path, str) and "://" in input_path or not Path(input_path).is_dir():
+        return
+    inside, out = Path(input_path).resolve(), Path(output_dir).resolve()
+    if out == inside or inside in out.parents:
+        raise ValueError(f"the output folder {output_dir} is inside the input folder {input_path}: a rerun would read "
+                         "its partitions as input; choose a folder outside it")
+
+
 def _uri_files(uri: str, fmt: str) -> List[InputFile]:
     """input_files for a URI, through pyarrow's filesystems."""
     import pyarrow.fs
