@@ -472,6 +472,14 @@ def test_cli_rejects_output_that_is_no_spacy_file(tmp_path: Path) -> None:
     assert not (tmp_path / "a.json").exists()
 
 
+def test_cli_refuses_a_stream_it_would_read_empty(tmp_path: Path) -> None:
+    """A stream (a pipe, /dev/stdin) is read up by the sniffing of its format and
+    scheme: refused as such, not as 'no sentences found'. /dev/null stands for one."""
+    result = runner.invoke(app, ["convert", "/dev/null", str(tmp_path / "a.spacy")])
+    assert result.exit_code == 1 and "/dev/null is not a regular file" in result.output
+    assert not (tmp_path / "a.spacy").exists()
+
+
 # ----------------------------------------------------------------------------- shared data
 
 

@@ -127,3 +127,10 @@ def test_average_refuses_a_from_step_past_every_snapshot(trained_dir, tmp_path) 
     assert not (tmp_path / "out").exists()
     result, output = run(["average", trained_dir, "--snapshots", tmp_path / "empty", "-o", tmp_path / "out"])
     assert result.exit_code == 0, output  # a missing (or empty) snapshot folder adds none, as documented
+
+
+def test_a_negative_count_of_sentences_is_a_usage_error(span_ruler_dir, tmp_path) -> None:
+    """predict --n -1 failed deep inside with islice's message."""
+    (tmp_path / "t.txt").write_text("Paris is big.\n", encoding="utf8")
+    result, out = run(["predict", span_ruler_dir, "--from-file", tmp_path / "t.txt", "--n", "-1"])
+    assert result.exit_code == 2 and "Invalid value for '--n'" in out

@@ -144,6 +144,8 @@ def convert_command(
     from spacy_maral.corpora.writer import OutputError
 
     msg = Printer()
+    if not input_path.is_file():  # a pipe (/dev/stdin): the format and scheme are sniffed first, and nothing is left to convert
+        msg.fail(f"{input_path} is not a regular file: convert reads INPUT more than once; save the stream to a file first", exits=1)
     output_path = resolve_output(input_path, output)
     start = time.perf_counter()
     try:

@@ -12,7 +12,7 @@ def predict_command(
     model: str = typer.Argument(..., help="Installed package name (e.g. xx_maral_ner) or pipeline directory."),
     texts: Optional[List[str]] = typer.Argument(None, help="Sentences to label."),
     from_file: Optional[Path] = typer.Option(None, "--from-file", help="Also label sentences of this corpus (.spacy, CoNLL or text)."),
-    n: int = typer.Option(5, "--n", help="How many sentences of --from-file to label."),
+    n: int = typer.Option(5, "--n", min=0, help="How many sentences of --from-file to label."),
     precision: Precision = precision_option(),
 ) -> None:
     """Print MODEL's entities with their scores.
