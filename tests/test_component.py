@@ -794,3 +794,12 @@ def test_predicting_without_the_transformer_it_listens_to_is_an_error(trained_di
         with pytest.raises(ValueError, match="the transformer component it listens to did not run"):
             nlp("Angela Merkel visited Paris.")
         assert not nlp("").ents  # an empty doc needs no encoder
+
+
+def test_an_uninitialized_component_round_trips_without_a_warning(tiny_encoder, caplog) -> None:
+    """Nothing was trained, so nothing was 'saved by an older spacy-maral'."""
+    nlp = build_nlp(tiny_encoder)
+    data = nlp.get_pipe("maral_ner").to_bytes()
+    with caplog.at_level(logging.WARNING, logger="spacy_maral"):
+        build_nlp(tiny_encoder).get_pipe("maral_ner").from_bytes(data)
+    assert "older spacy-maral" not in caplog.text

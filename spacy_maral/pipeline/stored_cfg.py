@@ -105,6 +105,8 @@ def check_stored_classes(classes: Sequence[str], model_bytes: bytes, cfg_where: 
     """
     stored = stored_classes(model_bytes)
     if stored is None:
+        if len(classes) <= 1:  # never initialized: no labels, no weights to check
+            return
         if not readable_model(model_bytes):
             return  # damaged: the load of the weights fails and names the file
         logger.warning(
