@@ -38,6 +38,7 @@ def annotate_command(
     --max-bad-lines of them; status 1 is a failure (e.g. the model does not load).
     """
     from spacy_maral.inference.annotate import ERRORS, EXIT_BAD_LINES, ScoresKeyError, annotate, check_model_scores_key, input_files
+    from spacy_maral.inference.annotate.driver import checked_input
     from spacy_maral.inference.annotate.inputs import check_output_outside
     from spacy_maral.inference.engines import make_engine
     from spacy_maral.util import Printer
@@ -46,6 +47,8 @@ def annotate_command(
     try:
         files = input_files(input_path, input_format)  # a missing or empty input fails before the model loads
         check_output_outside(input_path, output_dir)
+        # local files are read here, before the model loads: repeated ids, no document
+        indexes = checked_input(files, text_field, id_field) if engine == "local" else None
         if all(f.format == "text" for f in files):  # a field named for text files would match nothing
             for hint, value, default in (("--text-field", text_field, "text"), ("--id-field", id_field, "id")):
                 if value != default:
@@ -60,6 +63,7 @@ def annotate_command(
             stats = annotate(
                 workers, input_path, output_dir, fmt=input_format, text_field=text_field, id_field=id_field,
                 partition_size=partition_size, batch_size=batch_size, scores_key=scores_key, progress=progress,
+                indexes=indexes,
             )
     except ScoresKeyError as err:
         raise typer.BadParameter(str(err), param_hint="--scores-key") from err

@@ -111,6 +111,7 @@ def annotate(
     sort_buffer: int = 0,
     scores_key: Optional[str] = None,
     progress: bool = True,
+    indexes: Optional[List[FileIndex]] = None,
 ) -> AnnotateStats:
     """Annotate a corpus, partition by partition, with an engine's workers.
 
@@ -130,6 +131,8 @@ def annotate(
         maral_ner spans_key, if any); one that no component writes is refused
         (ScoresKeyError) before any work.
     progress (bool): show a progress bar (lines).
+    indexes (Optional[List[FileIndex]]): the input's checked_input, where the caller
+        checked it before starting the engine (None: checked here).
     RETURNS (AnnotateStats): the counts; also written to OUTPUT/_summary.json.
     """
     start_time = time.perf_counter()
@@ -151,25 +154,24 @@ def annotate(
         "precision": engine.spec.precision,
     }
     with folder_lock(output_dir, run="annotate"):  # one run at a time in a folder
-        return _annotate_owned(engine, files, output_dir, manifest, text_field=text_field, id_field=id_field,
+        return _annotate_owned(engine, files, output_dir, manifest, indexes, text_field=text_field, id_field=id_field,
                                partition_size=partition_size, batch_size=batch_size, sort_buffer=sort_buffer,
                                scores_key=scores_key, progress=progress, start_time=start_time)
 
 
 def _annotate_owned(
-    engine: Engine, files: List[InputFile], output_dir: Path, manifest: Manifest, *, text_field: str, id_field: str,
+    engine: Engine, files: List[InputFile], output_dir: Path, manifest: Manifest, indexes: Optional[List[FileIndex]], *,
+    text_field: str, id_field: str,
     partition_size: int, batch_size: int, sort_buffer: int, scores_key: Optional[str], progress: bool, start_time: float,
 ) -> AnnotateStats:
     """annotate's run in a folder it holds the lock of (see annotate for the arguments):
     the partitions are planned from the files' line counts, and each worker reads,
     annotates and writes its own (spacy_maral.inference.annotate.task); this process only
     adds up their summaries."""
-    indexes = index_files(engine, files, text_field, id_field)
-    refuse_repeated_ids(indexes, text_field, id_field)  # before the folder is made this run's
-    if not sum(int(numpy.count_nonzero(i.id_digests)) if i.id_digests is not None else i.n_units for i in indexes):
-        lines = sum(i.n_units for i in indexes)
-        names = ", ".join(i.file.name for i in indexes)
-        raise ValueError(f"no document to annotate: the input ({names}) has {lines} lines, none of them a document (all empty or bad)")
+    if indexes is None:
+        indexes = checked_input(files, text_field, id_field, engine)  # before the folder is made this run's
+    elif [i.file.name for i in indexes] != [f.name for f in files]:
+        raise ValueError("the indexes given are not those of the input's files (checked_input of the same input)")
     open_output(output_dir, manifest, run="annotate", outputs=PARTITIONS)
     stats = AnnotateStats(engine=engine.name, n_workers=engine.n_workers)
     plans = plan_partitions(indexes, partition_size)
@@ -209,7 +211,26 @@ class AnnotateRun:
         self.bar.update(done.result.lines)
 
 
-def index_files(engine: Engine, files: List[InputFile], text_field: str, id_field: str) -> List[FileIndex]:
+def checked_input(files: List[InputFile], text_field: str, id_field: str, engine: Optional[Engine] = None) -> List[FileIndex]:
+    """The input files indexed (index_files) and checked: no id is two documents', and
+    there is a document. What `annotate` does first; a caller whose files are local calls
+    it before it starts an engine, so that bad input fails before the model loads.
+
+    files (List[InputFile]): the input files (input_files).
+    text_field, id_field (str): as annotate's.
+    engine (Optional[Engine]): a Ray engine indexes on its cluster; None or a local one, here.
+    RETURNS (List[FileIndex]): the indexes, for annotate's `indexes`.
+    """
+    indexes = index_files(engine, files, text_field, id_field)
+    refuse_repeated_ids(indexes, text_field, id_field)
+    if not sum(int(numpy.count_nonzero(i.id_digests)) if i.id_digests is not None else i.n_units for i in indexes):
+        lines = sum(i.n_units for i in indexes)
+        names = ", ".join(i.file.name for i in indexes)
+        raise ValueError(f"no document to annotate: the input ({names}) has {lines} lines, none of them a document (all empty or bad)")
+    return indexes
+
+
+def index_files(engine: Optional[Engine], files: List[InputFile], text_field: str, id_field: str) -> List[FileIndex]:
     """Every input file's line count and checkpoints: counted here for the local engines
     (this machine's files), by Ray tasks on the cluster for the Ray engine."""
     if not isinstance(engine, RayEngine) or engine.ray is None:
