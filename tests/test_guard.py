@@ -175,6 +175,21 @@ def test_drift_figures_by_hand() -> None:
     assert drift_figures(teacher, teacher) == {"target_entity_ratio": 1.0, "target_label_shift": 0.0}
     assert drift_figures([[]], student[:1]) == {"target_entity_ratio": None, "target_label_shift": None}
     assert drift_figures(teacher, [[], []]) == {"target_entity_ratio": 0.0, "target_label_shift": None}
+    assert drift_figures([[], []], [[], []]) == {"target_entity_ratio": 1.0, "target_label_shift": None}
+
+
+def test_no_entity_from_either_is_full_agreement() -> None:
+    """Neither found an entity on the target sentences: they agree on every one (it was
+    0, and the guard said the student had not learned the pseudo-labels)."""
+    assert agreement_f([[], []], [[], []]) == 100.0
+    assert agreement_f([[(0, 5, "PER")], []], [[], []]) == 0.0
+
+
+def test_span_vectors_that_are_not_numbers_are_a_problem(trained, dev_docs, monkeypatch) -> None:
+    """A diverged student's NaN cosine compared False with the limit: it passed."""
+    monkeypatch.setattr("spacy_maral.evaluation.guard.span_class_geometry", lambda *a, **k: {"max_cosine": float("nan")})
+    report = check_student(trained.nlp, trained.nlp, dev_docs, [d.text for d in dev_docs])
+    assert not report.trusted and any("not finite numbers" in p for p in report.problems)
 
 
 def test_the_report_carries_the_drift_figures(trained, undertrained, dev_docs) -> None:

@@ -33,6 +33,7 @@ are settings (`GuardThresholds`), fixed before any target test set was read;
 BENCHMARKS.md says where they come from.
 """
 import json
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -113,7 +114,10 @@ def target_agreement(teacher: Language, student: Language, texts: Sequence[str],
 
 
 def agreement_f(teacher_ents: Entities, student_ents: Entities) -> float:
-    """Entity-level F1 (points) of the student's entities against the teacher's."""
+    """Entity-level F1 (points) of the student's entities against the teacher's; 100
+    where neither found an entity (they agree on every sentence)."""
+    if not any(teacher_ents) and not any(student_ents):
+        return 100.0
     return 100.0 * float(char_prf(teacher_ents, student_ents)["ents_f"])
 
 
@@ -123,14 +127,14 @@ def drift_figures(teacher_ents: Entities, student_ents: Entities) -> Dict[str, O
     teacher_ents (Entities): the teacher's entities of each sentence.
     student_ents (Entities): the student's, of the same sentences.
     RETURNS (Dict[str, Optional[float]]): "target_entity_ratio", the student's entity
-        count over the teacher's (None when the teacher found none), and
+        count over the teacher's (1 when neither found one, None when only the student did), and
         "target_label_shift", the total variation distance (0 to 1) between the label
         distributions of their entities (None when either found none).
     """
     teacher_labels = Counter(label for ents in teacher_ents for _, _, label in ents)
     student_labels = Counter(label for ents in student_ents for _, _, label in ents)
     n_teacher, n_student = sum(teacher_labels.values()), sum(student_labels.values())
-    ratio = n_student / n_teacher if n_teacher else None
+    ratio = n_student / n_teacher if n_teacher else (1.0 if not n_student else None)  # none and none: the same count
     shift = None
     if n_teacher and n_student:
         labels = set(teacher_labels) | set(student_labels)
@@ -198,7 +202,9 @@ def check_student(
             f"the labels of the student's entities on the target text are {shift:.3f} (total variation) "
             f"from the teacher's (allowed: <= {limits.max_label_shift:g}): it drifted from what the teacher knew"
         )
-    if cosine > limits.max_class_cosine:
+    if not math.isfinite(cosine):
+        report.problems.append("the span vectors of the source dev set are not finite numbers: the student diverged")
+    elif cosine > limits.max_class_cosine:
         report.problems.append(
             f"two classes' span vectors have merged (cosine {cosine:.4f} > {limits.max_class_cosine:g}): "
             "the class means collapsed"
