@@ -245,6 +245,8 @@ def test_an_output_inside_the_input_folder_is_refused_at_once(ruler_dir, tmp_pat
     assert not (tmp_path / "corpus" / "out").exists()
     with pytest.raises(ValueError, match="is inside the input folder"):
         run_annotate(ruler_dir, tmp_path / "corpus", tmp_path / "corpus" / "out")
+    for _ in range(2):  # under a folder whose name starts with "_", which the input leaves out: allowed
+        assert run_annotate(ruler_dir, tmp_path / "corpus", tmp_path / "corpus" / "_runs" / "out").documents == 1
 
 
 def test_repeated_id_is_a_clear_error_of_the_command(ruler_dir, tmp_path) -> None:

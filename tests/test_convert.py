@@ -1,4 +1,6 @@
 """Tests of the CoNLL-style reader/converter (`spacy_maral.corpora.conll`) and its CLI command."""
+import os
+import threading
 from pathlib import Path
 from typing import List, Tuple
 
@@ -476,8 +478,20 @@ def test_cli_refuses_a_stream_it_would_read_empty(tmp_path: Path) -> None:
     """A stream (a pipe, /dev/stdin) is read up by the sniffing of its format and
     scheme: refused as such, not as 'no sentences found'. /dev/null stands for one."""
     result = runner.invoke(app, ["convert", "/dev/null", str(tmp_path / "a.spacy")])
-    assert result.exit_code == 1 and "/dev/null is not a regular file" in result.output
+    assert result.exit_code == 1 and "/dev/null is not a regular file" in result.output and "give --format and --scheme" in result.output
     assert not (tmp_path / "a.spacy").exists()
+    # with both given, nothing is sniffed: a stream is read once, and converted
+    src = write(tmp_path, "a.conll", CONLL)
+    fifo = tmp_path / "stream"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(src.read_bytes()), daemon=True)
+    writer.start()
+    result = runner.invoke(app, ["convert", str(fifo), str(tmp_path / "a.spacy"), "--format", "conll", "--scheme", "iob2"])
+    if writer.is_alive():  # not read: let the writer go
+        fifo.read_bytes()
+    writer.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "a.spacy").is_file()
 
 
 # ----------------------------------------------------------------------------- shared data

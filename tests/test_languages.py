@@ -55,6 +55,13 @@ def test_a_conll_file_without_a_conll_suffix_is_refused_naming_a_line(tmp_path, 
         check_target_text(path, "de")
     plain = write(tmp_path / "de.txt", [GERMAN, "Er sagte nur: O", "Am Ende stand es 2:0 für Bayern", GERMAN])
     assert check_target_text(plain, "de").sentences == 4
+    # the commands that read it refuse it before their model loads (here there is none)
+    from helpers import run_cli
+
+    for args in (["evaluate", path, "m=no-such-model"], ["calibrate", "no-such-model", path, "-t", "2"],
+                 ["predict", "no-such-model", "--from-file", path]):
+        result = run_cli(*args)
+        assert result.returncode == 1 and "is a CoNLL-style token line" in result.stderr, (args[0], result.stderr)
 
 
 def test_fewer_sentences_than_the_budget_needs_is_an_error(tmp_path) -> None:

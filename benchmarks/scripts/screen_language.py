@@ -17,6 +17,8 @@ from pathlib import Path
 
 from paired_bootstrap import difference
 
+from spacy_maral.cli.evaluate import per_sentence_path
+
 PY = [sys.executable, "-m", "spacy_maral"]
 
 
@@ -43,7 +45,7 @@ def main(argv) -> None:
     if not metrics.exists():
         run(PY + ["evaluate", dev, *[f"{n}={p}" for n, p in models.items()], "--lang", lang, "--output", metrics])
     results = json.loads(metrics.read_text())["results"]
-    counts = json.loads(metrics.with_suffix(".per_sentence.json").read_text())["raw_text"]
+    counts = json.loads(per_sentence_path(metrics).read_text())["raw_text"]
     guard = json.loads((project / "metrics" / f"{lang}-guard.json").read_text())
     table = {}
     for name in models:

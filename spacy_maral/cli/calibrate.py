@@ -38,7 +38,7 @@ def calibrate_command(
     """
     from thinc.api import require_gpu
 
-    from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
     from spacy_maral.evaluation.calibration import calibrate, nothing_to_fit, student_temperature
     from spacy_maral.evaluation.raw_text import entity_logits
     from spacy_maral.fileio import atomic_write_text, check_output_file, check_replaceable, replace_dir, replace_owned_dir
@@ -52,8 +52,9 @@ def calibrate_command(
         stored = student_temperature(given, target_lang, lang)  # None: fit on the dev set
     except ValueError as err:
         msg.fail(f"--temperature {err}", exits=1)
-    try:
-        check_output_file(report, "--report")  # before the model is touched
+    try:  # before the model loads or is touched
+        check_output_file(report, "--report")
+        check_target_path(dev_path)
     except ValueError as err:
         msg.fail(f"calibrate: {err}", exits=1)
     if target_lang is not None and lang is None:

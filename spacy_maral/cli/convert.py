@@ -144,8 +144,10 @@ def convert_command(
     from spacy_maral.corpora.writer import OutputError
 
     msg = Printer()
-    if not input_path.is_file():  # a pipe (/dev/stdin): the format and scheme are sniffed first, and nothing is left to convert
-        msg.fail(f"{input_path} is not a regular file: convert reads INPUT more than once; save the stream to a file first", exits=1)
+    if not input_path.is_file() and "auto" in (fmt.value, scheme.value):
+        # a pipe (/dev/stdin): sniffing the format or the scheme reads it up, and nothing is left to convert
+        msg.fail(f"{input_path} is not a regular file, and sniffing its format and tag scheme would read it up: "
+                 "give --format and --scheme, or save the stream to a file first", exits=1)
     output_path = resolve_output(input_path, output)
     start = time.perf_counter()
     try:

@@ -91,7 +91,7 @@ def evaluate_command(
     from thinc.api import require_gpu
 
     from spacy_maral.corpora import ConversionError
-    from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
     from spacy_maral.evaluation.calibration import plot_reliability
     from spacy_maral.evaluation.raw_text import evaluate_raw_text
     from spacy_maral.evaluation.report import evaluate_pipeline, format_quality_table, format_table, write_predictions_page
@@ -107,6 +107,8 @@ def evaluate_command(
         for option, path in (("--output", output), ("--html", html), ("--reliability", reliability_png)):
             check_output_file(path, option)
         check_output_file(per_sentence_path(output) if output is not None else None, "--output's per-sentence file")
+        if not (if_exists and not test_path.exists()):
+            check_target_path(test_path)  # a missing or unreadable test set, before the pipelines load
     except ValueError as err:
         msg.fail(f"evaluate: {err}", exits=1)
     if if_exists and not test_path.exists():

@@ -22,12 +22,17 @@ def predict_command(
     UTF-8 can't encode) is reported alone, the others are labelled, and the exit status is 1."""
     from itertools import islice
 
-    from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
     from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
     from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.util import Printer
 
     msg = Printer()
+    try:  # the corpus first, before the model loads
+        if from_file is not None:
+            check_target_path(from_file)
+    except ValueError as err:
+        msg.fail(f"predict: --from-file: {err}", exits=1)
     try:
         nlp = load_pipeline(model, precision=precision)
     except (OSError, ValueError) as err:

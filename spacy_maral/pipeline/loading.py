@@ -11,6 +11,7 @@ from spacy.language import Language
 from spacy_maral.pipeline.encoder_runtime import ARCHITECTURE, LEGACY_CALLBACK, TOK2VEC_ARCHITECTURE, EncoderRuntime
 from spacy_maral.pipeline.folder import load_naming_the_damaged_file, pipeline_config
 from spacy_maral.pipeline.precision import check_settings
+from spacy_maral.util import logger
 
 
 def encoder_runtime_of(nlp: Language) -> Optional[Dict[str, Any]]:
@@ -46,8 +47,9 @@ def load_pipeline(model: Union[str, Path], precision: Optional[str] = None, sort
     kwargs: passed on to spacy.load.
     RAISES (DamagedPipelineError): a file of the pipeline folder can't be read; the
         message names it (spacy_maral.pipeline.folder).
-    RAISES (ValueError): a setting that can't run, or settings asked of a pipeline saved
-        without the runtime whose config has a callback of its own in the legacy one's place.
+    RAISES (ValueError): a setting that can't run. Settings asked of a pipeline saved
+        without the runtime whose config has a callback of its own in the legacy one's
+        place are not applied, with a warning.
     """
     settings = {"precision": precision, "sort_by_length": sort_by_length, "bucket_rows": bucket_rows}
     settings = {key: value for key, value in settings.items() if value is not None}
@@ -93,10 +95,10 @@ def runtime_override(saved: Optional[Dict[str, Any]], settings: Dict[str, Any], 
         return {"nlp": {"after_pipeline_creation": dict(settings)}}
     if callback:  # a callback of the user's: never replaced
         if settings:
-            raise ValueError(
-                f"{model}: its encoder has no {ARCHITECTURE} block, and its config's [nlp.after_pipeline_creation] "
-                f"is {callback.get('@callbacks')!r}, not {LEGACY_CALLBACK!r}, so {settings} can't be set; load it "
-                "without them, or save it again with the runtime in its config"
+            logger.warning(
+                "%s: its encoder has no %s block, and its config's [nlp.after_pipeline_creation] is %r, not %r, "
+                "so %s can't be set: it runs as saved (save it again with the runtime in its config to choose them)",
+                model, ARCHITECTURE, callback.get("@callbacks"), LEGACY_CALLBACK, settings,
             )
         return {}
     return {"nlp": {"after_pipeline_creation": {"@callbacks": LEGACY_CALLBACK, **settings}}}

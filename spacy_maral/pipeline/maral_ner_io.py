@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterable
 import srsly
 from spacy import util
 
-from spacy_maral.ml.span_ner import CLASSES_ATTR, build_head
+from spacy_maral.ml.span_ner import CLASSES_ATTR, build_head, drop_head
 from spacy_maral.pipeline.stored_cfg import (
     NON_ENTITY_LABEL,
     check_stored_classes,
@@ -31,6 +31,8 @@ class MaralNERSerialization:
             self.model.set_dim("nO", len(self.classes), force=True)
             self.model.set_dim("nI", self.cfg["nI"], force=True)
             build_head(self.model)
+        else:  # the state of a component never initialized: no head
+            drop_head(self.model)
 
     def drop_adaptation_state(self) -> None:
         """Forget the student's training-only state (soft labels, neighbour index), so
@@ -55,7 +57,7 @@ class MaralNERSerialization:
         check_stored_classes((NON_ENTITY_LABEL, *cfg["labels"]), weights, cfg_where, model_where, self.name)
         self.cfg = cfg
         self._restore_model()
-        load_weights(self.model, weights, self.classes, cfg_where, model_where, self.name)
+        load_weights(self.model, weights, model_where, self.name)
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "MaralNERSerialization":
         self._validate_serialization_attrs()

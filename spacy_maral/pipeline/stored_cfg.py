@@ -2,7 +2,7 @@
 spacy-maral can read a cfg, and the check that the cfg's labels are the ones the stored
 weights were trained with, with errors naming the files."""
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence
 
 import srsly
 from thinc.api import Model
@@ -123,19 +123,15 @@ def check_stored_classes(classes: Sequence[str], model_bytes: bytes, cfg_where: 
         )
 
 
-def load_weights(model: Model, source: Union[bytes, Path], classes: Sequence[str], cfg_where: object, model_where: object,
-                 component: str) -> None:
-    """Load a serialized SpanNER model into `model`, after checking that its weights were
-    trained with `classes` (check_stored_classes); errors name the file.
+def load_weights(model: Model, data: bytes, model_where: object, component: str) -> None:
+    """Load a serialized SpanNER model into `model` (its labels checked before:
+    check_stored_classes); errors name the file.
 
     model (Model): the component's SpanNER model (its head built: _restore_model).
-    source (Union[bytes, Path]): the model's bytes, or its file.
-    classes (Sequence[str]): the cfg's classes (O, then its labels).
-    cfg_where, model_where (object): the cfg and model files, for the messages.
+    data (bytes): the model's bytes.
+    model_where (object): the model file, for the message.
     component (str): the component's name.
     """
-    data = source if isinstance(source, bytes) else read_weights(Path(source), component)
-    check_stored_classes(classes, data, cfg_where, model_where, component)
     try:
         model.from_bytes(data)
     except (ValueError, KeyError, RuntimeError) as err:  # torch: a tensor of another shape

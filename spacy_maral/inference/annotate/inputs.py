@@ -145,8 +145,9 @@ def input_files(path: Union[str, Path], fmt: str = "auto") -> List[InputFile]:
 
 
 def check_output_outside(input_path: Union[str, Path], output_dir: Union[str, Path]) -> None:
-    """Refuse an output folder inside a local input folder: a rerun would read its
-    partitions as input (a URI input is not checked).
+    """Refuse an output folder inside a local input folder where a rerun would read its
+    partitions as input (not under a folder starting with "_" or ".", which input_files
+    leaves out; a URI input is not checked).
 
     input_path (Union[str, Path]): the input file or folder.
     output_dir (Union[str, Path]): the output folder.
@@ -154,7 +155,7 @@ def check_output_outside(input_path: Union[str, Path], output_dir: Union[str, Pa
     if isinstance(input_path, str) and "://" in input_path or not Path(input_path).is_dir():
         return
     inside, out = Path(input_path).resolve(), Path(output_dir).resolve()
-    if out == inside or inside in out.parents:
+    if out == inside or (inside in out.parents and not any(part.startswith((".", "_")) for part in out.relative_to(inside).parts)):
         raise ValueError(f"the output folder {output_dir} is inside the input folder {input_path}: a rerun would read "
                          "its partitions as input; choose a folder outside it")
 
