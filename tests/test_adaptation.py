@@ -756,3 +756,17 @@ def test_adaptation_save_load_round_trip(tmp_path: Path) -> None:
     numpy.testing.assert_array_equal(other.index.vectors, adaptation.index.vectors)
     numpy.testing.assert_array_equal(other.index.labels, adaptation.index.labels)
     assert other.gold == {0: [(0, 2, 1)]} and other.history == [{"epoch_completed": 1}]
+
+
+def test_a_load_replaces_the_state_and_the_o_sampling_goes_on(tmp_path: Path) -> None:
+    """A state saved before any epoch's end (no margins, no index) loaded into one that
+    has them leaves none; the generator that samples O spans goes on where it was saved."""
+    fresh, _ = small_adaptation(anchor_start=2)
+    fresh.rng.random(7)  # some O spans sampled
+    fresh.save(tmp_path / "early")
+    trained, store = small_adaptation(anchor_start=2)
+    _prepared(trained, store)
+    assert trained.margins_p is not None and trained.index is not None
+    trained.load(tmp_path / "early")
+    assert trained.margins_p is None and trained.margins_k is None and trained.index is None
+    assert trained.rng.random() == fresh.rng.random()

@@ -386,23 +386,29 @@ class ProgressiveAdaptation:
             arrays["index_labels"] = self.index.labels
         # adapter.npz and adapter.json: the file names of the saved format (pipelines saved earlier have them)
         atomic_savez(directory / "adapter.npz", arrays)
-        meta = {"settings": asdict(self.settings), "history": self.history, "gold": {str(k): v for k, v in self.gold.items()}}
+        meta = {"settings": asdict(self.settings), "history": self.history, "gold": {str(k): v for k, v in self.gold.items()},
+                "rng": self.rng.bit_generator.state}
         atomic_write_text(directory / "adapter.json", json.dumps(meta))
 
     def load(self, directory: Path) -> None:
-        """Read a state written by save()."""
+        """Read a state written by save(), in the place of the present one: what the saved
+        state has not (margins and a neighbour index before the first epoch's end) is
+        none, the epoch's collected vectors start empty, and the random generator that
+        samples O spans goes on from where it was saved (older states: from its seed)."""
         directory = Path(directory)
         self.set_store(SoftLabelStore.load(directory / "soft_labels.npz"))
         try:
             with numpy.load(directory / "adapter.npz") as data:
                 for name in ("target_log_prior", "margins_p", "margins_k"):
-                    if name in data:
-                        setattr(self, name, data[name])
-                if "index_vectors" in data:
-                    self.index = refinement.NeighbourIndex(data["index_vectors"], data["index_labels"])
+                    setattr(self, name, data[name] if name in data else None)
+                self.index = refinement.NeighbourIndex(data["index_vectors"], data["index_labels"]) if "index_vectors" in data else None
             meta = json.loads((directory / "adapter.json").read_text(encoding="utf8"))
-        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
+            self.rng = numpy.random.default_rng(self.settings.seed)
+            if "rng" in meta:
+                self.rng.bit_generator.state = meta["rng"]
+        except (OSError, KeyError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as err:
             raise ValueError(f"can't read the adaptation state in {directory}: {err}") from err
+        self.collector = EpochCollector()
         self.history = meta.get("history", [])
         self.gold = {int(k): [tuple(x) for x in v] for k, v in meta.get("gold", {}).items()}
 
