@@ -104,7 +104,9 @@ def check_evaluate_metrics(project: Path) -> None:
     P/R/F1 consistent with its counts over every gold entity."""
     metrics = json.loads((project / "metrics/de-test.json").read_text())
     models = {"zero-shot": "training/teacher/model-best", "maral": "training/student-de/model"}
-    assert set(metrics["results"]) == set(models)
+    # and "shipped", the guard's fallback, where it chose that (the tiny models' verdict varies)
+    chosen = json.loads((project / "metrics/de-guard.json").read_text())["chosen"]
+    assert set(metrics["results"]) == set(models) | ({"shipped"} if chosen == "fallback" else set())
     for name, model in models.items():
         scores = metrics["results"][name]
         # the gold-token numbers are what nlp.evaluate gives the saved pipeline on the test set
@@ -274,8 +276,8 @@ def test_a_language_added_to_a_finished_run_trains_only_itself(project_run_all) 
     outcomes = json.loads((project / "metrics/languages.json").read_text())["languages"]
     assert {lang: o["status"] for lang, o in outcomes.items()} == {"de": "shipped", "es": "shipped"}
     assert {lang: o["package"] for lang, o in outcomes.items()} == {"de": "maral_ner_de", "es": "maral_ner_es"}
-    assert outcomes["es"]["test_f1"] is None and set(outcomes["de"]["test_f1"]) == {"zero-shot", "maral"}
-    assert outcomes["es"]["shipped"] in ("student", "teacher")
+    assert outcomes["es"]["test_f1"] is None and set(outcomes["de"]["test_f1"]) - {"shipped"} == {"zero-shot", "maral"}
+    assert outcomes["es"]["shipped"] in ("student", "fallback", "teacher")
     assert "no test set at" in second.stdout + second.stderr
     assert "finished earlier" not in second.stdout  # German's package name changed: packaged again
     table = second.stdout[second.stdout.index("guard shipped"):]

@@ -223,11 +223,18 @@ def checked_input(files: List[InputFile], text_field: str, id_field: str, engine
     """
     indexes = index_files(engine, files, text_field, id_field)
     refuse_repeated_ids(indexes, text_field, id_field)
-    if not sum(int(numpy.count_nonzero(i.id_digests)) if i.id_digests is not None else i.n_units for i in indexes):
+    # a line of a text file is a document unless it is blank; a JSONL or Parquet line
+    # that is none may be a bad one, which the run reports with its file and line
+    if all(i.file.format == "text" or not i.n_units for i in indexes) and not sum(_documents(i) for i in indexes):
         lines = sum(i.n_units for i in indexes)
         names = ", ".join(i.file.name for i in indexes)
-        raise ValueError(f"no document to annotate: the input ({names}) has {lines} lines, none of them a document (all empty or bad)")
+        raise ValueError(f"no document to annotate: the input ({names}) has {lines} lines, none of them a document (all blank)")
     return indexes
+
+
+def _documents(index: FileIndex) -> int:
+    """How many lines of an indexed file are documents (their id's digest is not 0)."""
+    return int(numpy.count_nonzero(index.id_digests)) if index.id_digests is not None else index.n_units
 
 
 def index_files(engine: Optional[Engine], files: List[InputFile], text_field: str, id_field: str) -> List[FileIndex]:
