@@ -188,6 +188,14 @@ def test_unreachable_counts_misaligned_and_too_wide_entities() -> None:
     assert unreachable(spacy.blank("xx"), sentences, max_width=7)["unreachable"] == 0
 
 
+def test_an_entity_decoding_can_never_give_is_unreachable() -> None:
+    """A gold entity holding a soft hyphen (or starting on a joiner) is masked by
+    decoding (pipeline.nontext): it counts against the recall ceiling."""
+    sentences = [RawSentence("Jean\u00adLuc kam.", [(0, 8, "PER")]), RawSentence("Paris is big.", [(0, 5, "LOC")])]
+    r = unreachable(spacy.blank("xx"), sentences, max_width=5)
+    assert (r["non_text"], r["unreachable"], r["recall_ceiling"]) == (1, 1, 0.5)
+
+
 def test_raw_sentences_char_offsets_from_gold_tokens() -> None:
     doc = _gold_doc(["Die", "SPD-Fraktion", "(", "Bonn", ")", "."], [(1, 2, "ORG"), (3, 4, "LOC")])
     (sentence,) = raw_sentences([doc])

@@ -21,6 +21,7 @@ from spacy.tokens import Doc
 from spacy_maral.corpora.detokenize import detokenize
 from spacy_maral.evaluation.calibration import reliability
 from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
+from spacy_maral.pipeline.nontext import entity_bounds
 from spacy_maral.prf import prf
 
 CharSpan = Tuple[int, int, str]
@@ -88,13 +89,15 @@ def unreachable(nlp: Language, sentences: Sequence[RawSentence], max_width: Opti
     max_width (Optional[int]): the widest entity the pipeline can predict, in tokens
         (None: no limit).
     RETURNS (dict): entities, misaligned (a boundary inside a token), too_wide (more
-        than max_width tokens), unreachable (their sum), recall_ceiling, and the counts
-        of too_wide per label.
+        than max_width tokens), non_text (starting, ending or holding characters that are
+        not text where decoding allows no entity to: pipeline.nontext), unreachable
+        (their sum), recall_ceiling, and the counts of too_wide per label.
     """
-    total = misaligned = too_wide = 0
+    total = misaligned = too_wide = non_text = 0
     wide_by_label: Dict[str, int] = defaultdict(int)
     for sentence in sentences:
         doc = nlp.make_doc(sentence.text)
+        bounds = entity_bounds(doc)
         for start, end, label in sentence.gold:
             total += 1
             span = doc.char_span(start, end, alignment_mode="strict")
@@ -103,9 +106,11 @@ def unreachable(nlp: Language, sentences: Sequence[RawSentence], max_width: Opti
             elif max_width is not None and len(span) > max_width:
                 too_wide += 1
                 wide_by_label[label] += 1
-    lost = misaligned + too_wide
+            elif bounds is not None and (bounds[0][span.start] or bounds[1][span.end - 1] or bounds[2][span.start:span.end].any()):
+                non_text += 1
+    lost = misaligned + too_wide + non_text
     return {
-        "entities": total, "misaligned": misaligned, "too_wide": too_wide, "unreachable": lost,
+        "entities": total, "misaligned": misaligned, "too_wide": too_wide, "non_text": non_text, "unreachable": lost,
         "recall_ceiling": (total - lost) / total if total else 1.0, "max_width": max_width,
         "too_wide_by_label": dict(sorted(wide_by_label.items())),
     }

@@ -51,8 +51,9 @@ def format_table(results: Dict[str, Dict[str, object]]) -> str:
 
 def format_quality_table(results: Dict[str, Dict[str, object]]) -> str:
     """A text table of raw-text results: unreachable gold entities (boundary inside a
-    token / wider than max_width), the recall ceiling, and the calibration of the scores."""
-    header = ["system", "gold ents", "misaligned", "too wide", "recall ceiling", "ECE", "P@>=0.5 (n)", "P@>=0.9 (n)"]
+    token / wider than max_width / bounded by characters that are not text), the recall
+    ceiling, and the calibration of the scores."""
+    header = ["system", "gold ents", "misaligned", "too wide", "non-text", "recall ceiling", "ECE", "P@>=0.5 (n)", "P@>=0.9 (n)"]
     rows = []
     for name, r in results.items():
         u = r.get("unreachable") or {}
@@ -63,7 +64,7 @@ def format_quality_table(results: Dict[str, Dict[str, object]]) -> str:
             return "-" if p is None else f"{100 * p:.2f} ({c.get(f'count_at_{t}')})"
 
         rows.append([
-            name, u.get("entities", "-"), u.get("misaligned", "-"), u.get("too_wide", "-"),
+            name, u.get("entities", "-"), u.get("misaligned", "-"), u.get("too_wide", "-"), u.get("non_text", "-"),
             f"{100 * u['recall_ceiling']:.2f}" if "recall_ceiling" in u else "-",
             f"{c['ece']:.4f}" if c.get("ece") is not None else "-", at(0.5), at(0.9),
         ])
