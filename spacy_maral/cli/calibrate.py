@@ -52,11 +52,6 @@ def calibrate_command(
         stored = student_temperature(given, target_lang, lang)  # None: fit on the dev set
     except ValueError as err:
         msg.fail(f"--temperature {err}", exits=1)
-    try:  # before the model loads or is touched
-        check_output_file(report, "--report")
-        check_target_path(dev_path)
-    except ValueError as err:
-        msg.fail(f"calibrate: {err}", exits=1)
     if target_lang is not None and lang is None:
         msg.fail(f"--target-lang {target_lang} needs --lang, the language of {dev_path}", exits=1)
     new_folder = output is not None and Path(output).resolve() != Path(model).resolve()  # else the model is updated in place
@@ -65,6 +60,11 @@ def calibrate_command(
             check_replaceable(output, "calibrate --output")  # before any work: a user's folder is never replaced
         except ValueError as err:
             msg.fail(str(err), exits=1)
+    try:  # before the model loads or is touched
+        check_output_file(report, "--report")
+        check_target_path(dev_path)
+    except ValueError as err:
+        msg.fail(f"calibrate: {err}", exits=1)
     if gpu_id >= 0:
         require_gpu(gpu_id)
     try:
