@@ -15,13 +15,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+import numpy
 from spacy.language import Language
 from spacy.tokens import Doc
 
 from spacy_maral.corpora.detokenize import detokenize
 from spacy_maral.evaluation.calibration import reliability
+from spacy_maral.pipeline.decoding import unfit_spans
 from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
-from spacy_maral.pipeline.nontext import entity_bounds
 from spacy_maral.prf import prf
 
 CharSpan = Tuple[int, int, str]
@@ -89,15 +90,16 @@ def unreachable(nlp: Language, sentences: Sequence[RawSentence], max_width: Opti
     max_width (Optional[int]): the widest entity the pipeline can predict, in tokens
         (None: no limit).
     RETURNS (dict): entities, misaligned (a boundary inside a token), too_wide (more
-        than max_width tokens), non_text (starting, ending or holding characters that are
-        not text where decoding allows no entity to: pipeline.nontext), unreachable
-        (their sum), recall_ceiling, and the counts of too_wide per label.
+        than max_width tokens), non_text (spans decoding never gives: a whitespace token
+        or a character that is not text where an entity may not have one,
+        pipeline.decoding.unfit_spans), unreachable (their sum), recall_ceiling, and the
+        counts of too_wide per label.
     """
     total = misaligned = too_wide = non_text = 0
     wide_by_label: Dict[str, int] = defaultdict(int)
     for sentence in sentences:
         doc = nlp.make_doc(sentence.text)
-        bounds = entity_bounds(doc)
+        reachable = []
         for start, end, label in sentence.gold:
             total += 1
             span = doc.char_span(start, end, alignment_mode="strict")
@@ -106,8 +108,11 @@ def unreachable(nlp: Language, sentences: Sequence[RawSentence], max_width: Opti
             elif max_width is not None and len(span) > max_width:
                 too_wide += 1
                 wide_by_label[label] += 1
-            elif bounds is not None and (bounds[0][span.start] or bounds[1][span.end - 1] or bounds[2][span.start:span.end].any()):
-                non_text += 1
+            else:
+                reachable.append((span.start, span.end))
+        if reachable:  # of those, the ones decoding never gives
+            starts, ends = numpy.array(reachable).T
+            non_text += int(unfit_spans(doc, starts, ends).sum())
     lost = misaligned + too_wide + non_text
     return {
         "entities": total, "misaligned": misaligned, "too_wide": too_wide, "non_text": non_text, "unreachable": lost,

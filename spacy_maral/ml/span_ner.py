@@ -303,7 +303,7 @@ def build_head(model: Model) -> None:
     if model.has_ref("head"):
         if get_span_head(model).dims == dims:
             return
-        model.layers.remove(model.get_ref("head"))
+        drop_head(model)
     attrs = model.attrs
     head = SpanHead(
         n_in=model.get_dim("nI"),

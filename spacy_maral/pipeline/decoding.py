@@ -49,21 +49,33 @@ def mask_unfit_spans(doc: Doc, spans: numpy.ndarray, probs: numpy.ndarray) -> nu
     """
     if not len(doc):
         return probs
-    no_start = no_end = doc.to_array(IS_SPACE).astype(bool).reshape(-1)  # vectorised: no Token objects
-    bounds = entity_bounds(doc)
-    starts, ends = spans[:, 1], spans[:, 2]
-    if bounds is not None:
-        no_start, no_end = no_start | bounds[0], no_end | bounds[1]
-    bad = no_start[starts] | no_end[ends - 1]
-    if bounds is not None and bounds[2].any():
-        inside = numpy.concatenate([[0], numpy.cumsum(bounds[2])])
-        bad |= inside[ends] > inside[starts]
+    bad = unfit_spans(doc, spans[:, 1], spans[:, 2])
     if not bad.any():
         return probs
     masked = probs.copy()
     masked[bad] = 0.0
     masked[bad, 0] = 1.0
     return masked
+
+
+def unfit_spans(doc: Doc, starts: numpy.ndarray, ends: numpy.ndarray) -> numpy.ndarray:
+    """Which spans of a non-empty `doc` can't be entities (mask_unfit_spans' rule): a
+    whitespace token or a character that is not text at an edge, or such a character
+    inside where an entity may not have one.
+
+    doc (Doc): the doc.
+    starts, ends (numpy.ndarray): (n,) the spans' token starts and ends (exclusive).
+    RETURNS (numpy.ndarray): (n,) bool.
+    """
+    no_start = no_end = doc.to_array(IS_SPACE).astype(bool).reshape(-1)  # vectorised: no Token objects
+    bounds = entity_bounds(doc)
+    if bounds is not None:
+        no_start, no_end = no_start | bounds[0], no_end | bounds[1]
+    bad = no_start[starts] | no_end[ends - 1]
+    if bounds is not None and bounds[2].any():
+        inside = numpy.concatenate([[0], numpy.cumsum(bounds[2])])
+        bad |= inside[ends] > inside[starts]
+    return bad
 
 
 def softmax(logits: numpy.ndarray) -> numpy.ndarray:

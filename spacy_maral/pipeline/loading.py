@@ -84,7 +84,9 @@ def runtime_override(saved: Optional[Dict[str, Any]], settings: Dict[str, Any], 
     blocks = runtime_blocks(saved or {})
     if blocks:
         override: Dict[str, Any] = {}
-        for path in blocks if settings else []:  # no settings: no override (an empty block would replace the saved one)
+        if not settings:  # no override: an empty block would replace the saved one
+            return override
+        for path in blocks:
             node = override
             for key in path:
                 node = node.setdefault(key, {})

@@ -63,10 +63,9 @@ class MaralNERSerialization:
         self._validate_serialization_attrs()
         msg = srsly.msgpack_loads(bytes_data)
         where = f"maral_ner '{self.name}' bytes"
-        stored = checked_cfg(srsly.json_loads(msg["cfg"]), where)
+        self._load(checked_cfg(srsly.json_loads(msg["cfg"]), where), msg["model"], f"{where} (cfg)", f"{where} (model)")
         if "vocab" in msg and "vocab" not in exclude:
             self.vocab.from_bytes(msg["vocab"], exclude=exclude)
-        self._load(stored, msg["model"], f"{where} (cfg)", f"{where} (model)")
         return self
 
     def to_disk(self, path, *, exclude: Iterable[str] = tuple()) -> None:
@@ -85,10 +84,9 @@ class MaralNERSerialization:
         for required in ("cfg", "model"):
             if not (path / required).exists():
                 raise ValueError(f"maral_ner '{self.name}': {path / required} is missing; the pipeline directory is incomplete")
-        stored = read_cfg(path / "cfg", self.name)
+        self._load(read_cfg(path / "cfg", self.name), read_weights(path / "model", self.name), path / "cfg", path / "model")
         if (path / "vocab").exists() and "vocab" not in exclude:
             self.vocab.from_disk(path / "vocab", exclude=exclude)
-        self._load(stored, read_weights(path / "model", self.name), path / "cfg", path / "model")
         if self.adaptation is not None and (path / "adaptation").exists() and "adaptation" not in exclude:
             self.adaptation.load(path / "adaptation")
         return self

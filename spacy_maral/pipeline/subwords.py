@@ -49,9 +49,9 @@ def listened_encoder_skipped(model: Model, docs: Sequence[Doc]) -> bool:
     model (Model): a component's model.
     docs (Sequence[Doc]): the docs it is about to predict.
     """
-    if not any(isinstance(node, TransformerListener) for node in model.walk()):
+    if not any(len(doc) and doc._.trf_data is None for doc in docs):  # the common case, without walking the model
         return False
-    return any(len(doc) and doc._.trf_data is None for doc in docs)
+    return any(isinstance(node, TransformerListener) for node in model.walk())
 
 
 def lost_words(doc: Doc) -> List[int]:

@@ -126,8 +126,10 @@ def train_per_seed(
             report(f"{role}-s{seed}: trained earlier with other settings or from inputs that changed since; training it again")
     at_once = min(jobs or len(todo), len(todo)) if todo else 1
     threads = cpu_share(at_once)
+    commands = []
     for seed in todo:
         folder, command = run_dir(output_dir, seed, role), run_command(config, output_dir, seed, overrides, role)
+        commands.append(shlex.join(command))
         if _resumes(folder, command, inputs):
             report(f"{role}-s{seed}: stopped earlier before it finished; resuming from its checkpoint")
         else:
@@ -135,7 +137,6 @@ def train_per_seed(
         (folder / TIMING).unlink(missing_ok=True)  # written again when it succeeds
         atomic_write_text(folder / INPUTS, json.dumps(inputs, indent=2))
         atomic_write_text(folder / STARTED, json.dumps({"command": command}, indent=2))
-    commands = [shlex.join(run_command(config, output_dir, seed, overrides, role)) for seed in todo]
     logs = [run_dir(output_dir, seed, role) / "train.log" for seed in todo]
     failed = set(run_parallel(commands, jobs=at_once, threads=threads, logs=logs, status_every_s=status_every_s))
     bad = [seed for seed, command in zip(todo, commands) if command in failed]

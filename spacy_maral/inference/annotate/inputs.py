@@ -3,7 +3,7 @@ each line parsed into a record or a bad line (file, 1-based line, reason)."""
 import io
 import json
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, BinaryIO, Iterator, List, Optional, Tuple, Union
 
 import pyarrow
@@ -120,6 +120,12 @@ def file_format(path: Path, fmt: str = "auto") -> str:
     return "text"
 
 
+def left_out(relative: PurePath) -> bool:
+    """Whether a path inside an input folder is not input: one of its parts (a hidden
+    file or folder, or one starting with "_", such as the run's own records) says so."""
+    return any(part.startswith((".", "_")) for part in relative.parts)
+
+
 def input_files(path: Union[str, Path], fmt: str = "auto") -> List[InputFile]:
     """The input files: `path` itself, or the files under a directory, sorted by path
     (hidden files and files starting with "_" left out).
@@ -132,10 +138,7 @@ def input_files(path: Union[str, Path], fmt: str = "auto") -> List[InputFile]:
         return _uri_files(path, fmt)
     path = Path(path)
     if path.is_dir():
-        files = sorted(
-            p for p in path.rglob("*")
-            if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
-        )
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not left_out(p.relative_to(path)))
         if not files:
             raise ValueError(f"the input directory {path} has no files")
         return [InputFile(p, p.relative_to(path).as_posix(), file_format(p, fmt)) for p in files]
@@ -155,7 +158,7 @@ def check_output_outside(input_path: Union[str, Path], output_dir: Union[str, Pa
     if isinstance(input_path, str) and "://" in input_path or not Path(input_path).is_dir():
         return
     inside, out = Path(input_path).resolve(), Path(output_dir).resolve()
-    if out == inside or (inside in out.parents and not any(part.startswith((".", "_")) for part in out.relative_to(inside).parts)):
+    if out == inside or (inside in out.parents and not left_out(out.relative_to(inside))):
         raise ValueError(f"the output folder {output_dir} is inside the input folder {input_path}: a rerun would read "
                          "its partitions as input; choose a folder outside it")
 
@@ -178,7 +181,7 @@ def _uri_files(uri: str, fmt: str) -> List[InputFile]:
     found = []
     for entry in fs.get_file_info(pyarrow.fs.FileSelector(root, recursive=True)):
         relative = entry.path[len(base):] if entry.path.startswith(base) else entry.base_name
-        if entry.type == pyarrow.fs.FileType.File and not any(p.startswith((".", "_")) for p in relative.split("/")):
+        if entry.type == pyarrow.fs.FileType.File and not left_out(PurePosixPath(relative)):
             found.append(InputFile(entry.path, relative, file_format(Path(relative), fmt), fs))
     if not found:
         raise ValueError(f"the input directory {uri} has no files")
