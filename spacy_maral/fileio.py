@@ -143,23 +143,31 @@ def replace_dir(path: Path, command: str = "spacy_maral") -> Iterator[Path]:
 OWNER_MARKER = ".spacy_maral_output"  # in a folder replace_dir wrote: the command and the files it wrote
 
 
-def check_output_file(path: Optional[Path], option: str) -> None:
+class OutputError(ValueError):
+    """A file a command is to write can't be written there; the message names it."""
+
+
+def check_output_file(path: Optional[Path], option: str = "") -> None:
     """Refuse, before any work, a file a command is to write that it can't: `path` is a
-    folder, or a file stands where one of its folders would go.
+    folder, a file stands where one of its folders would go, or the nearest existing folder
+    on its way (or the file itself) is not writable. Nothing is created.
 
     path (Optional[Path]): the file (None: none asked for).
-    option (str): how the command names it (e.g. "--report"), for the message.
-    RAISES (ValueError): naming the option and the path.
+    option (str): how the command names it (e.g. "--report"), for the message; "" for none.
+    RAISES (OutputError): naming the option and the path.
     """
     if path is None:
         return
     path = Path(path)
+    name = f"{option} {path}" if option else str(path)
     if path.is_dir():
-        raise ValueError(f"{option} {path} is a folder: give the path of a file")
+        raise OutputError(f"{name} is a folder: give the path of a file")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
-                raise ValueError(f"{option} {path}: {parent} is a file, not a folder")
+                raise OutputError(f"{name}: {parent} is a file, not a folder")
+            if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+                raise OutputError(f"{name}: not writable (permissions of {parent})")
             return
 
 

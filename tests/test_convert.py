@@ -510,18 +510,18 @@ def test_shared_es_test_counts() -> None:
 def test_unwritable_output_is_named_before_the_conversion(tmp_path: Path, monkeypatch) -> None:
     """The output's problem is named after the output, and found before the input is read
     (an input with an error on its last line is never reached)."""
-    from spacy_maral.corpora.writer import OutputError
+    from spacy_maral.fileio import OutputError
 
     path = write(tmp_path, "in.conll", "EU\tB-ORG\n\nbad line with too many\tcolumns\tB-PER x\n")
     (tmp_path / "out.spacy").mkdir()
-    with pytest.raises(OutputError, match=r"out\.spacy: the output is a folder"):
+    with pytest.raises(OutputError, match=r"out\.spacy is a folder: give the path of a file"):
         convert_file(path, tmp_path / "out.spacy")
     (tmp_path / "blocked").write_text("a file where a folder should be", encoding="utf8")
-    with pytest.raises(OutputError, match=r"blocked/x\.spacy: can't create its folder"):
+    with pytest.raises(OutputError, match=r"blocked/x\.spacy: \S*blocked is a file, not a folder"):
         convert_file(path, tmp_path / "blocked" / "x.spacy")
     locked = tmp_path / "locked"
     locked.mkdir()
-    monkeypatch.setattr("spacy_maral.corpora.writer.os.access", lambda p, mode: Path(p) != locked)
+    monkeypatch.setattr("spacy_maral.fileio.os.access", lambda p, mode: Path(p) != locked)
     with pytest.raises(OutputError, match=r"locked/x\.spacy: not writable"):
         convert_file(path, locked / "x.spacy")
 

@@ -141,7 +141,7 @@ def convert_command(
     lang (str): the spaCy language code.
     """
     from spacy_maral.corpora import ConversionError, convert_file
-    from spacy_maral.corpora.writer import OutputError
+    from spacy_maral.fileio import OutputError
 
     msg = Printer()
     if not input_path.is_file() and "auto" in (fmt.value, scheme.value):

@@ -2,7 +2,6 @@
 the written corpus read back and counted), and Docs back to CoNLL lines."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Iterable
 
@@ -12,7 +11,7 @@ from spacy.vocab import Vocab, create_vocab
 
 from spacy_maral.corpora.conll import _BLANK_CHARS, DOCSTART, PathLike, read_conll
 from spacy_maral.corpora.report import ConversionStats, CorpusCounts
-from spacy_maral.fileio import atomic_write_bytes
+from spacy_maral.fileio import atomic_write_bytes, check_output_file
 
 # what a CoNLL corpus holds per token (the spaces are always stored): spaCy's default 13
 # attributes, all zero here, made a DocBin and its serialization 4x larger in memory
@@ -67,7 +66,7 @@ def convert_file(
     back. Raises ConversionError on malformed input, ValueError on a bad fmt, scheme or
     lang.
     """
-    check_writable_output(Path(output_path))
+    check_output_file(Path(output_path))
     vocab = _blank_vocab(lang)
     stats = ConversionStats()
     doc_bin = DocBin(attrs=CORPUS_ATTRS, store_user_data=False)
@@ -77,26 +76,6 @@ def convert_file(
     stats.written = _count_doc_bin(data, vocab)
     atomic_write_bytes(Path(output_path), data)
     return stats
-
-
-class OutputError(OSError):
-    """The output of a conversion can't be written; the message names the output."""
-
-
-def check_writable_output(path: Path) -> None:
-    """Raise an OutputError naming `path` before any work when the output can't be
-    written there: a folder in its place, or a folder that can't be created or written.
-
-    path (Path): the `.spacy` file to write.
-    """
-    if path.is_dir():
-        raise OutputError(f"{path}: the output is a folder, not a .spacy file")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise OutputError(f"{path}: can't create its folder ({err.strerror or err})") from err
-    if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise OutputError(f"{path}: not writable (permissions of {path.parent})")
 
 
 def _iob2_tag(token_iob: str, token_type: str) -> str:
