@@ -322,6 +322,28 @@ def test_fit_platt_recovers_the_generating_slope_and_offset() -> None:
     assert fit_platt(z, rng.random(40000) < 1.0 / (1.0 + numpy.exp(z / 4))) == (1.0, 0.0)
 
 
+def test_fit_platt_stays_finite_on_a_few_separable_entities() -> None:
+    """Five entities, the right ones all above the wrong ones: plain log loss has no
+    minimum (its slope runs to the solver's limit, every score mapped to 0 or 1); Platt's
+    smoothed targets (2 wrong: 1/4; 3 right: 4/5) give the minimum found here by scipy."""
+    from scipy.optimize import minimize
+
+    from spacy_maral.evaluation.calibration import fit_platt
+
+    z = numpy.array([-1.0, -0.5, 0.5, 1.0, 1.5])
+    correct = numpy.array([False, False, True, True, True])
+    target = numpy.array([0.25, 0.25, 0.8, 0.8, 0.8])
+
+    def loss(params: numpy.ndarray) -> float:
+        p = 1.0 / (1.0 + numpy.exp(-(params[0] * z + params[1])))
+        return float(-(target * numpy.log(p) + (1 - target) * numpy.log(1 - p)).sum())
+
+    expected = minimize(loss, numpy.zeros(2), method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-12}).x
+    slope, offset = fit_platt(z, correct)
+    assert slope == pytest.approx(expected[0], abs=1e-3) and offset == pytest.approx(expected[1], abs=1e-3)
+    assert slope < 3.0  # unsmoothed, the slope is above 15 here
+
+
 def test_class_log_odds_is_finite_where_the_probability_rounds_to_one() -> None:
     from spacy_maral.pipeline.decoding import ScoreMap, class_log_odds
 
