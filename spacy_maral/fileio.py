@@ -149,8 +149,9 @@ class OutputError(ValueError):
 
 def check_output_file(path: Optional[Path], option: str = "") -> None:
     """Refuse, before any work, a file a command is to write that it can't: `path` is a
-    folder, a file stands where one of its folders would go, or the nearest existing folder
-    on its way (or the file itself) is not writable. Nothing is created.
+    folder, a file (or a link to nothing) stands where one of its folders would go, or the
+    nearest existing folder on its way is not writable (the file itself is replaced, never
+    written into: fileio's atomic writes). Nothing is created.
 
     path (Optional[Path]): the file (None: none asked for).
     option (str): how the command names it (e.g. "--report"), for the message; "" for none.
@@ -163,10 +164,12 @@ def check_output_file(path: Optional[Path], option: str = "") -> None:
     if path.is_dir():
         raise OutputError(f"{name} is a folder: give the path of a file")
     for parent in path.parents:
+        if parent.is_symlink() and not parent.exists():
+            raise OutputError(f"{name}: {parent} is a link to nothing ({os.readlink(parent)}), not a folder")
         if parent.exists():
             if not parent.is_dir():
                 raise OutputError(f"{name}: {parent} is a file, not a folder")
-            if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            if not os.access(parent, os.W_OK | os.X_OK):
                 raise OutputError(f"{name}: not writable (permissions of {parent})")
             return
 

@@ -519,11 +519,22 @@ def test_unwritable_output_is_named_before_the_conversion(tmp_path: Path, monkey
     (tmp_path / "blocked").write_text("a file where a folder should be", encoding="utf8")
     with pytest.raises(OutputError, match=r"blocked/x\.spacy: \S*blocked is a file, not a folder"):
         convert_file(path, tmp_path / "blocked" / "x.spacy")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(OutputError, match=r"dangling/x\.spacy: \S*dangling is a link to nothing"):
+        convert_file(path, tmp_path / "dangling" / "x.spacy")
     locked = tmp_path / "locked"
     locked.mkdir()
     monkeypatch.setattr("spacy_maral.fileio.os.access", lambda p, mode: Path(p) != locked)
     with pytest.raises(OutputError, match=r"locked/x\.spacy: not writable"):
         convert_file(path, locked / "x.spacy")
+    monkeypatch.undo()
+    # a read-only file in a writable folder is replaced, as every output is (atomic writes)
+    good = write(tmp_path, "good.conll", "EU\tB-ORG\n")
+    (tmp_path / "read-only.spacy").write_bytes(b"old")
+    (tmp_path / "read-only.spacy").chmod(0o444)
+    monkeypatch.setattr("spacy_maral.fileio.os.access", lambda p, mode: Path(p).name != "read-only.spacy")  # as root too
+    convert_file(good, tmp_path / "read-only.spacy")
+    assert (tmp_path / "read-only.spacy").read_bytes() != b"old"
 
 
 def test_convert_memory_per_token_is_bounded(tmp_path: Path) -> None:

@@ -613,6 +613,12 @@ def test_calibrate_cli_without_predicted_entities_keeps_temperature_one(trained_
     assert run.returncode == 0, run.stderr
     assert "nothing to calibrate" in " ".join(run.stderr.split())  # a warning: stderr
     assert find_maral_ner(spacy.load(out)).score_map.temperature == 1.0
+    # a given temperature is stored on such a dev set too (its ECE, which it can't measure, was formatted)
+    given = tmp_path / "given"
+    run = run_cli("calibrate", trained_dir, dev, "--output", given, "--temperature", "1.5")
+    assert run.returncode == 0, run.stderr
+    assert "T=1.500 is stored, its calibration not measured" in " ".join(run.stderr.split())
+    assert find_maral_ner(spacy.load(given)).score_map.temperature == 1.5
 
 
 def test_evaluate_model_specs_names_and_refuses_two_of_one_name(tmp_path) -> None:

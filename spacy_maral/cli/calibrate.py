@@ -81,8 +81,10 @@ def calibrate_command(
         msg.fail(f"calibrate failed: {err}", exits=1)
     found = calibrate(logits, classes, correct, current=ner.score_map, stored=stored, method=score_map)
     before, after, new_map = found.before, found.after, found.score_map
-    if stored is None and not len(correct):
-        msg.warn(f"{model} predicts no entity on {dev_path}: nothing to calibrate, the scores stay as decoded")
+    if not len(correct):
+        msg.warn(f"{model} predicts no entity on {dev_path}: "
+                 + ("nothing to calibrate, the scores stay as decoded" if stored is None
+                    else f"{describe(new_map)} is stored, its calibration not measured"))
     elif stored is None and nothing_to_fit(correct):
         msg.warn(f"all {len(correct)} predicted entities are {'right' if correct.all() else 'wrong'} on {dev_path}: "
                  "nothing to calibrate on, the scores stay as decoded")
@@ -104,12 +106,15 @@ def calibrate_command(
         msg.fail(f"calibrate failed: {err}", exits=1)
     msg.good(f"score map {describe(new_map)} stored in {target}")
     if report is not None:
-        atomic_write_text(report, json.dumps({
-            "model": str(model), "dev": str(dev_path), "sentences": len(docs), "lang": lang,
-            "temperature": new_map.temperature, "slope": new_map.slope, "offset": new_map.offset,
-            "score_map": "platt" if new_map.is_platt else "temperature", "fitted": found.fitted, "target_lang": target_lang,
-            "before": before, "after": after,
-        }, indent=2))
+        try:
+            atomic_write_text(report, json.dumps({
+                "model": str(model), "dev": str(dev_path), "sentences": len(docs), "lang": lang,
+                "temperature": new_map.temperature, "slope": new_map.slope, "offset": new_map.offset,
+                "score_map": "platt" if new_map.is_platt else "temperature", "fitted": found.fitted,
+                "target_lang": target_lang, "before": before, "after": after,
+            }, indent=2))
+        except OSError as err:
+            msg.fail(f"calibrate: the score map is stored in {target}, but its report {report} could not be written: {err}", exits=1)
         msg.good(f"report: {report}")
 
 
