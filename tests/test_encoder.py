@@ -230,7 +230,7 @@ def test_full_build_loads_in_spacy_transformers(built_encoder: Path) -> None:
     assert int(trf.align.dataXd.max()) < trf.wordpieces.input_ids.size
 
 
-def test_the_encoders_record_changes_with_its_bytes_not_its_build_info(tmp_path: Path) -> None:
+def test_the_encoders_record_changes_with_its_bytes_not_its_build_info(tmp_path: Path, monkeypatch) -> None:
     """`build-encoder --record`: what the project's teachers depend on. A directory
     replaced at the same path is another encoder; a rebuild's new build_info.json is not."""
     import json
@@ -257,3 +257,8 @@ def test_the_encoders_record_changes_with_its_bytes_not_its_build_info(tmp_path:
     result = run_cli("build-encoder", "xlm-roberta-large", "--source", "existing", "--record", record)
     assert result.returncode == 0, result.stderr
     assert json.loads(record.read_text(encoding="utf8"))["digest"] == "hub name xlm-roberta-large"
+    # a missing folder of this machine (the default path, or one under a folder that exists) is no hub name
+    monkeypatch.chdir(tmp_path)
+    for missing in (Path("encoders/multilingual-e5-small"), Path("training/not-built")):
+        result = run_cli("build-encoder", missing, "--source", "existing")
+        assert result.returncode == 1 and f"{missing} does not exist (build it" in " ".join((result.stdout + result.stderr).split())

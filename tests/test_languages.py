@@ -348,3 +348,13 @@ def test_pseudo_label_refuses_bad_input_before_the_teacher_loads(tmp_path, conte
     assert message in " ".join(result.output.split())
     assert "no-teacher" not in result.output
     assert not out.exists()
+
+
+def test_pseudo_label_refuses_its_input_folder_as_output_before_the_teacher_loads(tmp_path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "fi.txt").write_text(FINNISH + "\n", encoding="utf8")
+    result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "no-teacher"), str(corpus / "fi.txt"), str(corpus)])
+    assert result.exit_code == 1
+    assert "holds the input" in " ".join(result.output.split()) and "no-teacher" not in result.output
+    assert sorted(p.name for p in corpus.iterdir()) == ["fi.txt"]  # no _lock, no _manifest.json

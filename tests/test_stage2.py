@@ -447,6 +447,15 @@ def test_pseudo_label_bad_input_names_the_file(teacher, tmp_path) -> None:
     with pytest.raises(ValueError, match="not .jsonl"):
         pseudo_label(teacher, jsonl, kept, progress=False, overwrite=True)
     assert len(read_shards(kept, teacher.vocab)) == 3
+    # the output folder is the input's, or holds it: refused, and the input stays (overwrite
+    # deleted a shard-named input as an old run's shard; without it, the shards mixed with it)
+    inside = tmp_path / "corpus"
+    inside.mkdir()
+    (inside / "shard-00000.spacy").write_bytes((kept / "shard-00000.spacy").read_bytes())
+    for given in (inside, inside / "shard-00000.spacy"):
+        with pytest.raises(ValueError, match=r"the output folder \S*corpus (is the input folder|holds the input)"):
+            pseudo_label(teacher, given, inside, progress=False, overwrite=True)
+    assert sorted(p.name for p in inside.iterdir()) == ["shard-00000.spacy"]
 
 
 def test_pseudo_label_text_file(teacher, tmp_path) -> None:

@@ -52,6 +52,7 @@ def pseudo_label_command(
     from spacy_maral.corpora.text_check import check_target_text
     from spacy_maral.inference.engines import make_engine
     from spacy_maral.inference.pseudo_label import pseudo_label
+    from spacy_maral.inference.pseudo_label.driver import check_output_apart
     from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
@@ -59,6 +60,7 @@ def pseudo_label_command(
 
     msg = Printer()
     try:  # before the GPU starts, any teacher is loaded or OUTPUT_DIR is touched
+        check_output_apart(input_path, output_dir)
         for warning in check_target_text(input_path, lang or "xx").warnings:
             msg.warn(f"pseudo-label: {warning}")
     except ValueError as err:

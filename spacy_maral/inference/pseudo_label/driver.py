@@ -107,6 +107,22 @@ class ShardLabelling:
         self.bar.update(counts.sentences)
 
 
+def check_output_apart(input_path: Path, output_dir: Path) -> None:
+    """Refuse an output folder that is the input folder or holds the input: stage 2 and a
+    rerun read every .spacy file of the folder (the input would mix with its own shards),
+    and --overwrite would delete an input named like a shard as an earlier run's.
+
+    input_path (Path): the target corpus (a file or a folder of .spacy files).
+    output_dir (Path): the folder of the shards.
+    RAISES (ValueError): naming both.
+    """
+    source, out = Path(input_path).resolve(), Path(output_dir).resolve()
+    if source == out or out in source.parents:
+        where = "is the input folder" if source == out else f"holds the input {input_path}"
+        raise ValueError(f"the output folder {output_dir} {where}: its shards would mix with the input (and "
+                         "--overwrite would delete it); choose a folder apart from the input")
+
+
 def pseudo_label(
     nlp: Language,
     input_path: Path,
@@ -153,6 +169,7 @@ def pseudo_label(
         raise ValueError(f"the engine's workers load {len(engine.spec.ensemble)} ensemble teachers, not the {len(ensemble)} given")
     input_path, output_dir = Path(input_path), Path(output_dir)
     check_target_path(input_path)  # before any old shard may be replaced
+    check_output_apart(input_path, output_dir)
     manifest = run_manifest(nlp, input_path, ensemble, gold_tokens=gold_tokens, shard_size=shard_size, limit=limit)
     remedy = "use a new output directory, delete it, or pass --overwrite (overwrite=True) to replace them"
     with folder_lock(output_dir, run="pseudo-label"):  # one run at a time in a folder
