@@ -92,7 +92,7 @@ def ruler_dir(tmp_path_factory) -> Path:
 
 
 def run_annotate(model, corpus, out, engine="local", **kwargs):
-    options = {k: kwargs.pop(k) for k in ("n_process", "num_actors", "threads") if k in kwargs}
+    options = {k: kwargs.pop(k) for k in ("n_process", "num_actors", "threads", "precision") if k in kwargs}
     with make_engine(engine, model, **options) as workers:
         return annotate(workers, corpus, out, progress=False, **kwargs)
 
@@ -302,6 +302,22 @@ def test_maral_pipeline_rows_with_scores(trained_dir, tmp_path) -> None:
         assert (row["id"], row["start"], row["end"], row["text"], row["label"]) == (doc_id, start, end, text, label)
         assert row["score"] == pytest.approx(score, rel=1e-4, abs=1e-6) and 0.0 < row["score"] <= 1.0
         assert CORPUS[int(doc_id[3:])][start:end] == text
+
+
+def test_a_partition_made_at_another_precision_is_written_again(trained_dir, tmp_path, monkeypatch) -> None:
+    """`auto` runs bf16 on one CPU and fp32 on another: a run resumed elsewhere rewrites
+    the partitions the other precision made, and the summary names what made the output."""
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS[:12])
+    out = tmp_path / "out"
+    first = run_annotate(trained_dir, corpus, out, partition_size=6, precision="fp32")
+    assert first.precisions == ["fp32"] and first.partitions_written == 2
+    assert run_annotate(trained_dir, corpus, out, partition_size=6, precision="fp32").partitions_kept == 2
+    # what "fp32" there and "auto" on a CPU with bfloat16 give (its manifest has the same "precision")
+    monkeypatch.setattr("spacy_maral.inference.annotate.task.encoder_runtime_of", lambda nlp: {"running": "bf16"})
+    again = run_annotate(trained_dir, corpus, out, partition_size=6, precision="fp32")
+    assert (again.partitions_kept, again.partitions_written, again.precisions) == (0, 2, ["bf16"])
+    summary = json.loads((out / "_summary.json").read_text(encoding="utf8"))
+    assert summary["precisions"] == ["bf16"]
 
 
 # ------------------------------------------------------------- the engines agree

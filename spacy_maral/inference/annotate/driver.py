@@ -90,6 +90,7 @@ class AnnotateStats:
     workers: Dict[str, float] = field(default_factory=dict)  # pid -> peak RSS (MB)
     workers_rss: Dict[str, float] = field(default_factory=dict)  # pid -> RSS after its last partition (MB)
     workers_cpu_s: Dict[str, float] = field(default_factory=dict)  # pid -> CPU seconds on partitions
+    precisions: List[str] = field(default_factory=list)  # the precisions the partitions were made at
     first_bad_lines: List[str] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, object]:
@@ -260,6 +261,8 @@ def _add(stats: AnnotateStats, done: Done[AnnotatedPartition], output_dir: Path)
     stats.documents += part.documents
     stats.entities += part.entities
     stats.bad_lines += part.bad_lines
+    if part.precision is not None and part.precision not in stats.precisions:
+        stats.precisions = sorted([*stats.precisions, part.precision])
     stats.truncated_documents += part.truncated
     stats.words_without_subwords += part.words_without_subwords
     if part.kept:

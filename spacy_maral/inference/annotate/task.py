@@ -14,6 +14,7 @@ from spacy_maral.inference.annotate.inputs import BadLine, parse_partition, part
 from spacy_maral.inference.annotate.output import errors_path, finished_partition, write_partition
 from spacy_maral.inference.annotate.plan import PartitionPlan, load_partition
 from spacy_maral.inference.annotate.worker import OUTPUT_SCHEMA, AnnotatedRecords, annotate_records
+from spacy_maral.pipeline.loading import encoder_runtime_of
 
 FIRST_BAD_LINES = 20  # bad lines a partition's summary names (all are in its errors file)
 
@@ -30,6 +31,8 @@ class AnnotatedPartition:
     truncated (int): the documents with words the encoder gave no subword.
     words_without_subwords (int): those words.
     first_bad (List[str]): the first FIRST_BAD_LINES of its bad lines, as text.
+    precision (Optional[str]): the precision its encoder ran ("fp32", "bf16", "int8"; None
+        for a pipeline without spacy_maral's encoder runtime).
     """
 
     kept: bool
@@ -40,6 +43,7 @@ class AnnotatedPartition:
     truncated: int
     words_without_subwords: int
     first_bad: List[str]
+    precision: Optional[str] = None
 
 
 def annotate_partition(
@@ -70,7 +74,10 @@ def annotate_partition(
     """
     out = Path(output_dir)
     part = load_partition(plan, text_field, id_field)
-    identity = {"manifest_sha256": run_digest, "input_sha256": partition_digest(part)}
+    # "auto" runs bf16 on one CPU and fp32 on another (a resumed run, a Ray node): a
+    # partition another precision made is written again, so one output has one precision
+    running = (encoder_runtime_of(nlp) or {}).get("running")
+    identity = {"manifest_sha256": run_digest, "input_sha256": partition_digest(part), "precision": running}
     meta = finished_partition(out, part.index, part.n_lines, identity)
     if meta is not None:
         bad: List[BadLine] = []
@@ -97,4 +104,4 @@ def _summary(meta: Dict[str, object], bad: List[BadLine], *, kept: bool) -> Anno
     lack "bad_lines" or "truncated": 0) and its bad lines."""
     counts = {key: int(meta.get(key) or 0) for key in ("lines", "documents", "entities", "bad_lines", "truncated")}
     return AnnotatedPartition(kept=kept, **counts, words_without_subwords=sum(b.words for b in bad),
-                              first_bad=[str(b) for b in bad[:FIRST_BAD_LINES]])
+                              first_bad=[str(b) for b in bad[:FIRST_BAD_LINES]], precision=meta.get("precision"))
