@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Dict, Iterator, Optional, Set
+from typing import IO, Dict, Iterable, Iterator, Optional, Set
 
 import numpy
 
@@ -163,14 +163,35 @@ def check_output_file(path: Optional[Path], option: str = "") -> None:
     name = f"{option} {path}" if option else str(path)
     if path.is_dir():
         raise OutputError(f"{name} is a folder: give the path of a file")
-    for parent in path.parents:
-        if parent.is_symlink() and not parent.exists():
-            raise OutputError(f"{name}: {parent} is a link to nothing ({os.readlink(parent)}), not a folder")
-        if parent.exists():
-            if not parent.is_dir():
-                raise OutputError(f"{name}: {parent} is a file, not a folder")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise OutputError(f"{name}: not writable (permissions of {parent})")
+    _check_the_way(name, path.parents)
+
+
+def check_output_dir(path: Path, option: str = "") -> None:
+    """Refuse, before any work, a folder a command is to write into that it can't: a file
+    (or a link to nothing) stands there or where one of its folders would go, or it (or
+    the nearest existing folder on its way) is not writable. Nothing is created.
+
+    path (Path): the folder.
+    option (str): how the command names it (e.g. "OUTPUT_DIR"), for the message; "" for none.
+    RAISES (OutputError): naming the option and the path.
+    """
+    path = Path(path)
+    _check_the_way(f"{option} {path}" if option else str(path), [path, *path.parents], asked=path)
+
+
+def _check_the_way(name: str, folders: Iterable[Path], asked: Optional[Path] = None) -> None:
+    """Raise an OutputError naming `name` unless the first of `folders` (from the deepest
+    up) that exists is a folder this process may write in; a link to nothing, or a file,
+    before it is refused. `asked`: the folder the command was given, if it is the first."""
+    for folder in folders:
+        what = name if folder == asked else f"{name}: {folder}"  # the folder asked for itself, or one on its way
+        if folder.is_symlink() and not folder.exists():
+            raise OutputError(f"{what} is a link to nothing ({os.readlink(folder)}), not a folder")
+        if folder.exists():
+            if not folder.is_dir():
+                raise OutputError(f"{what} is a file, not a folder")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise OutputError(f"{name}: not writable (permissions of {folder})")
             return
 
 

@@ -248,6 +248,12 @@ def test_an_output_inside_the_input_folder_is_refused_at_once(ruler_dir, tmp_pat
         run_annotate(ruler_dir, tmp_path / "corpus", tmp_path / "corpus" / "out")
     for _ in range(2):  # under a folder whose name starts with "_", which the input leaves out: allowed
         assert run_annotate(ruler_dir, tmp_path / "corpus", tmp_path / "corpus" / "_runs" / "out").documents == 1
+    # a file where the output folder (or one of its folders) would go: named at once, not an OS error
+    (tmp_path / "notes.md").write_text("mine", encoding="utf8")
+    for out in (tmp_path / "notes.md", tmp_path / "notes.md" / "out"):
+        result = run_cli("annotate", tmp_path / "no-model", tmp_path / "corpus", out, "--no-progress")
+        assert result.returncode == 1 and f"{tmp_path / 'notes.md'} is a file, not a folder" in " ".join(result.stderr.split())
+    assert (tmp_path / "notes.md").read_text(encoding="utf8") == "mine"
 
 
 def test_repeated_id_is_a_clear_error_of_the_command(ruler_dir, tmp_path) -> None:

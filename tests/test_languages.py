@@ -358,3 +358,7 @@ def test_pseudo_label_refuses_its_input_folder_as_output_before_the_teacher_load
     assert result.exit_code == 1
     assert "holds the input" in " ".join(result.output.split()) and "no-teacher" not in result.output
     assert sorted(p.name for p in corpus.iterdir()) == ["fi.txt"]  # no _lock, no _manifest.json
+    (corpus / "notes.md").write_text("mine", encoding="utf8")  # a file where the output folder would go
+    result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "no-teacher"), str(corpus / "fi.txt"), str(corpus / "notes.md")])
+    assert result.exit_code == 1 and "no-teacher" not in result.output
+    assert "notes.md is a file, not a folder" in " ".join(result.output.split())

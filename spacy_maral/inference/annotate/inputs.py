@@ -10,6 +10,7 @@ import pyarrow
 import pyarrow.parquet as pq
 
 from spacy_maral.corpora.lines import decode_line
+from spacy_maral.fileio import check_output_dir
 from spacy_maral.fingerprint import bytes_digest
 
 FORMATS = ("auto", "text", "jsonl", "parquet")
@@ -148,13 +149,15 @@ def input_files(path: Union[str, Path], fmt: str = "auto") -> List[InputFile]:
 
 
 def check_output_outside(input_path: Union[str, Path], output_dir: Union[str, Path]) -> None:
-    """Refuse an output folder inside a local input folder where a rerun would read its
-    partitions as input (not under a folder starting with "_" or ".", which input_files
-    leaves out; a URI input is not checked).
+    """Refuse an output folder that can't be written (fileio.check_output_dir), or one
+    inside a local input folder where a rerun would read its partitions as input (not
+    under a folder starting with "_" or ".", which input_files leaves out; a URI input
+    is not checked).
 
     input_path (Union[str, Path]): the input file or folder.
     output_dir (Union[str, Path]): the output folder.
     """
+    check_output_dir(Path(output_dir), "the output folder")
     if isinstance(input_path, str) and "://" in input_path or not Path(input_path).is_dir():
         return
     inside, out = Path(input_path).resolve(), Path(output_dir).resolve()

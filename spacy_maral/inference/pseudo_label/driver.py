@@ -20,7 +20,7 @@ from spacy.tokens import Doc
 from tqdm import tqdm
 
 from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
-from spacy_maral.fileio import atomic_write_text
+from spacy_maral.fileio import atomic_write_text, check_output_dir
 from spacy_maral.inference.engines.base import Done, Engine, WorkerSpec
 from spacy_maral.inference.engines.local import InProcessEngine
 from spacy_maral.inference.ensemble import check_ensemble
@@ -108,14 +108,16 @@ class ShardLabelling:
 
 
 def check_output_apart(input_path: Path, output_dir: Path) -> None:
-    """Refuse an output folder that is the input folder or holds the input: stage 2 and a
-    rerun read every .spacy file of the folder (the input would mix with its own shards),
-    and --overwrite would delete an input named like a shard as an earlier run's.
+    """Refuse an output folder that can't be written (fileio.check_output_dir), or that is
+    the input folder or holds the input: stage 2 and a rerun read every .spacy file of the
+    folder (the input would mix with its own shards), and --overwrite would delete an
+    input named like a shard as an earlier run's.
 
     input_path (Path): the target corpus (a file or a folder of .spacy files).
     output_dir (Path): the folder of the shards.
     RAISES (ValueError): naming both.
     """
+    check_output_dir(output_dir, "the output folder")
     source, out = Path(input_path).resolve(), Path(output_dir).resolve()
     if source == out or out in source.parents:
         where = "is the input folder" if source == out else f"holds the input {input_path}"
