@@ -436,6 +436,17 @@ def test_cli_converts_and_prints_counts(tmp_path: Path) -> None:
     assert "-DOCSTART- documents: 1" in result.output
 
 
+def test_cli_says_a_plain_text_input_needs_no_conversion(tmp_path: Path) -> None:
+    text = write(tmp_path, "de.txt", "Die Telekom will in München 2000 Stellen streichen .\nAngela Merkel besuchte Paris .\n")
+    result = runner.invoke(app, ["convert", str(text), str(tmp_path / "de.spacy")])
+    assert result.exit_code == 1 and "de.txt, line 2: found 5 columns" in result.output
+    assert "if it is plain text, one sentence a line, it needs no conversion" in " ".join(result.output.split())
+    broken = write(tmp_path, "bad.conll", "EU B-ORG\nrejects O\n\nGerman B-MISC x O\n")  # CoNLL, one line wrong
+    result = runner.invoke(app, ["convert", str(broken), str(tmp_path / "bad.spacy")])
+    assert result.exit_code == 1 and "bad.conll, line 4: found 4 columns" in result.output
+    assert "plain text" not in result.output
+
+
 def test_cli_output_directory_and_repairs(tmp_path: Path) -> None:
     text = "".join(f"w{i}\tO\nx{i}\tI-MISC\n\n" for i in range(12))
     src = write(tmp_path, "stray.conll", text)

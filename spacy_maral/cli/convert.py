@@ -34,6 +34,22 @@ class Scheme(str, Enum):
     bioes = "bioes"
 
 
+def _plain_text_hint(path: Path) -> str:
+    """What to add to a conversion error where the input does not look like a CoNLL-style
+    file at all (its lines do not end in a tag column): it may be plain text, which is
+    read as it is and needs no conversion."""
+    from spacy_maral.corpora.target_text import conll_looking_line
+
+    try:
+        looks_tagged = not path.is_file() or conll_looking_line(path) is not None
+    except (OSError, ValueError):
+        return ""
+    if looks_tagged:
+        return ""
+    return (f" ({path}'s lines do not end in a tag column: if it is plain text, one sentence a line, it needs no "
+            "conversion: the workflow's target_text and pseudo-label read it as it is)")
+
+
 def resolve_output(input_path: Path, output: Path) -> Path:
     """The `.spacy` file to write.
 
@@ -152,7 +168,9 @@ def convert_command(
     start = time.perf_counter()
     try:
         stats = convert_file(input_path, output_path, fmt.value, scheme.value, strict, lang)
-    except (ConversionError, OutputError) as err:
+    except ConversionError as err:
+        msg.fail(f"{err}{_plain_text_hint(input_path)}", exits=1)
+    except OutputError as err:
         msg.fail(str(err), exits=1)
     except (ValueError, OSError) as err:
         msg.fail(f"{input_path}: {err}", exits=1)
