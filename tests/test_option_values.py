@@ -134,3 +134,12 @@ def test_a_negative_count_of_sentences_is_a_usage_error(span_ruler_dir, tmp_path
     (tmp_path / "t.txt").write_text("Paris is big.\n", encoding="utf8")
     result, out = run(["predict", span_ruler_dir, "--from-file", tmp_path / "t.txt", "--n", "-1"])
     assert result.exit_code == 2 and "Invalid value for '--n'" in out
+
+
+def test_predict_says_when_it_has_nothing_to_label(span_ruler_dir, tmp_path) -> None:
+    """An empty --from-file printed the pipeline's name and nothing else, exit 0."""
+    (tmp_path / "empty.txt").write_text("", encoding="utf8")
+    result, out = run(["predict", span_ruler_dir, "--from-file", tmp_path / "empty.txt"])
+    assert result.exit_code == 0 and "empty.txt holds no sentence" in out and "no sentence to label" in out
+    result, out = run(["predict", span_ruler_dir, "Paris is big.", "--from-file", tmp_path / "empty.txt", "--n", "0"])
+    assert result.exit_code == 0 and "holds no sentence" not in out and "no sentence to label" not in out

@@ -40,9 +40,14 @@ def predict_command(
     sentences = list(texts or [])
     if from_file is not None:
         try:
-            sentences += [d.text for d in islice(iter_target_docs(from_file, nlp), n)]
+            read = [d.text for d in islice(iter_target_docs(from_file, nlp), n)]
         except ValueError as err:  # not a readable corpus: the reader names the file (and line)
             msg.fail(f"predict: {err}", exits=1)
+        if not read and n:
+            msg.warn(f"predict: --from-file {from_file} holds no sentence: nothing read from it")
+        sentences += read
+    if not sentences:
+        msg.warn("predict: no sentence to label (give sentences, or --from-file with some)")
     key = scores_key(nlp)
     msg.text(f"spacy.load({model!r}): pipes {nlp.pipe_names}")
     failed: List[str] = []
