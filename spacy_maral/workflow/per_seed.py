@@ -48,9 +48,11 @@ TIMING = "timing.json"  # in a run's folder: its command, wall time and peak mem
 INPUTS = "inputs.json"  # in a run's folder: the digests of what it was trained from (run_inputs)
 STARTED = "started.json"  # in a run's folder: the command line its latest training was started with
 # what a run's training leaves to the next one of the same run folder (the epoch hook's
-# checkpoint, loaded at the first step, and snapshots), by role: removed before a
+# checkpoint, loaded at the first step, snapshots, and the training log, which spaCy's
+# logger never overwrites: a new training would log nothing), by role: removed before a
 # training that does not resume (see the module's doc)
-RUN_STATE: Dict[str, Sequence[str]] = {"teacher": (), "student": (RUN_FILES["student"]["--paths.checkpoint"], SNAPSHOTS)}
+RUN_STATE: Dict[str, Sequence[str]] = {"teacher": (), "student": tuple(
+    RUN_FILES["student"][name] for name in ("--paths.checkpoint", "--paths.snapshots", "--paths.log"))}
 # files of an input folder that record how a run went, not what it made (a rerun that keeps
 # everything rewrites them): the pseudo-labels' lock and summary, the encoder's build record
 RUN_RECORDS = ("_lock", "summary.json", "build_info.json")
@@ -208,8 +210,8 @@ def _resumes(folder: Path, command: List[str], inputs: Dict[str, str]) -> bool:
 
 def _remove_run_state(folder: Path, role: str) -> None:
     """Remove what an earlier training of this run folder left for the next (RUN_STATE:
-    a student's checkpoint, the one its swap may have left beside it, its snapshots), so
-    that the training now starts afresh."""
+    a student's checkpoint, the one its swap may have left beside it, its snapshots, its
+    training log), so that the training now starts afresh."""
     for name in RUN_STATE[role]:
         for path in (folder / name, old_dir(folder / name)):
             if path.is_dir():
