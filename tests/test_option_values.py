@@ -143,3 +143,13 @@ def test_predict_says_when_it_has_nothing_to_label(span_ruler_dir, tmp_path) -> 
     assert result.exit_code == 0 and "empty.txt holds no sentence" in out and "no sentence to label" in out
     result, out = run(["predict", span_ruler_dir, "Paris is big.", "--from-file", tmp_path / "empty.txt", "--n", "0"])
     assert result.exit_code == 0 and "holds no sentence" not in out and "no sentence to label" not in out
+
+
+def test_evaluate_if_exists_names_what_it_did_not_find(tmp_path) -> None:
+    """The workflow passes its target_test, "none" where there is no test set: the
+    message said "no test set at none"."""
+    for test, said in ((tmp_path / "fi.conll", f"no test set at {tmp_path / 'fi.conll'}"), (Path("none"), "no test set given (none)")):
+        out = tmp_path / "scores.json"
+        result, output = run(["evaluate", test, f"m={tmp_path / 'no-model'}", "--if-exists", "-o", out])
+        assert result.exit_code == 0 and said in output, output
+        assert json.loads(out.read_text(encoding="utf8"))["results"] == {}

@@ -112,7 +112,8 @@ def evaluate_command(
     except ValueError as err:
         msg.fail(f"evaluate: {err}", exits=1)
     if if_exists and not test_path.exists():
-        msg.warn(f"evaluate: no test set at {test_path}: nothing scored (the pipelines are not evaluated)")
+        where = "given (none)" if str(test_path) == "none" else f"at {test_path}"  # the workflow's target_test none
+        msg.warn(f"evaluate: no test set {where}: nothing scored (the pipelines are not evaluated)")
         if output is not None:
             atomic_write_text(output, json.dumps({"test": None, "looked_for": str(test_path), "results": {}}, indent=2))
         return
