@@ -324,6 +324,15 @@ def test_a_partition_made_at_another_precision_is_written_again(trained_dir, tmp
     assert (again.partitions_kept, again.partitions_written, again.precisions) == (0, 2, ["bf16"])
     summary = json.loads((out / "_summary.json").read_text(encoding="utf8"))
     assert summary["precisions"] == ["bf16"]
+    # partitions of a version that recorded no precision are kept, not made again
+    from spacy_maral.inference.annotate.output import META_KEY
+
+    for part in out.glob("part-*.parquet"):
+        table = pq.read_table(part)
+        meta = json.loads(table.schema.metadata[META_KEY])
+        del meta["precision"]
+        pq.write_table(table.replace_schema_metadata({META_KEY: json.dumps(meta)}), part)
+    assert run_annotate(trained_dir, corpus, out, partition_size=6, precision="fp32").partitions_kept == 2  # bf16 still patched in
 
 
 # ------------------------------------------------------------- the engines agree

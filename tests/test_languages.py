@@ -353,11 +353,15 @@ def test_pseudo_label_refuses_bad_input_before_the_teacher_loads(tmp_path, conte
 def test_pseudo_label_refuses_its_input_folder_as_output_before_the_teacher_loads(tmp_path) -> None:
     corpus = tmp_path / "corpus"
     corpus.mkdir()
+    (corpus / "fi.spacy").write_bytes(b"read after the check")  # stage 2 would read it with the shards
     (corpus / "fi.txt").write_text(FINNISH + "\n", encoding="utf8")
-    result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "no-teacher"), str(corpus / "fi.txt"), str(corpus)])
+    result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "no-teacher"), str(corpus / "fi.spacy"), str(corpus)])
     assert result.exit_code == 1
     assert "holds the input" in " ".join(result.output.split()) and "no-teacher" not in result.output
-    assert sorted(p.name for p in corpus.iterdir()) == ["fi.txt"]  # no _lock, no _manifest.json
+    assert sorted(p.name for p in corpus.iterdir()) == ["fi.spacy", "fi.txt"]  # no _lock, no _manifest.json
+    # a text file beside the shards is never read as one: allowed (here the missing teacher stops it)
+    result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "no-teacher"), str(corpus / "fi.txt"), str(corpus)])
+    assert result.exit_code == 1 and "holds the input" not in result.output and "no-teacher" in result.output
     (corpus / "notes.md").write_text("mine", encoding="utf8")  # a file where the output folder would go
     result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "no-teacher"), str(corpus / "fi.txt"), str(corpus / "notes.md")])
     assert result.exit_code == 1 and "no-teacher" not in result.output

