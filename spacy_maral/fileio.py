@@ -185,9 +185,13 @@ def _check_the_way(name: str, folders: Iterable[Path], asked: Optional[Path] = N
     before it is refused. `asked`: the folder the command was given, if it is the first."""
     for folder in folders:
         what = name if folder == asked else f"{name}: {folder}"  # the folder asked for itself, or one on its way
-        if folder.is_symlink() and not folder.exists():
+        try:
+            link, exists = folder.is_symlink(), folder.exists()
+        except OSError as err:  # a folder above it that this process may not search
+            raise OutputError(f"{what} can't be looked at ({err.strerror or err})") from err
+        if link and not exists:
             raise OutputError(f"{what} is a link to nothing ({os.readlink(folder)}), not a folder")
-        if folder.exists():
+        if exists:
             if not folder.is_dir():
                 raise OutputError(f"{what} is a file, not a folder")
             if not os.access(folder, os.W_OK | os.X_OK):

@@ -539,6 +539,17 @@ def test_unwritable_output_is_named_before_the_conversion(tmp_path: Path, monkey
     with pytest.raises(OutputError, match=r"locked/x\.spacy: not writable"):
         convert_file(path, locked / "x.spacy")
     monkeypatch.undo()
+    exists = Path.exists
+
+    def unsearchable(self: Path) -> bool:  # what a non-root user meets in a folder without x permission
+        if self.name == "hidden":
+            raise PermissionError(13, "Permission denied")
+        return exists(self)
+
+    monkeypatch.setattr(Path, "exists", unsearchable)
+    with pytest.raises(OutputError, match=r"hidden/x\.spacy: \S*hidden can't be looked at \(Permission denied\)"):
+        convert_file(path, tmp_path / "hidden" / "x.spacy")
+    monkeypatch.undo()
     # a read-only file in a writable folder is replaced, as every output is (atomic writes)
     good = write(tmp_path, "good.conll", "EU\tB-ORG\n")
     (tmp_path / "read-only.spacy").write_bytes(b"old")
