@@ -226,13 +226,14 @@ def test_an_input_without_a_document_is_an_error_before_any_output(ruler_dir, tm
 
 def test_the_command_checks_local_input_before_the_model_loads(tmp_path) -> None:
     """A repeated id or an input without a document is refused before anything loads:
-    here the model does not even exist, and its error does not come first."""
+    here the model is an empty folder, which would not load, and its error does not come first."""
+    (tmp_path / "empty-model").mkdir()
     repeated = '{"id": 1, "text": "Paris ."}\n{"id": 1, "text": "Rome ."}\n'
     for name, content, message in (("corpus.jsonl", repeated, "the id '1' is already the id of"),
                                    ("corpus.txt", "\n  \n", "no document to annotate")):
         corpus = tmp_path / name
         corpus.write_text(content, encoding="utf8")
-        result = run_cli("annotate", tmp_path / "no-such-model", corpus, tmp_path / "out", "--no-progress")
+        result = run_cli("annotate", tmp_path / "empty-model", corpus, tmp_path / "out", "--no-progress")
         assert result.returncode == 1 and message in result.stderr, result.stderr
         assert not (tmp_path / "out").exists()
 

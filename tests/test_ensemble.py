@@ -241,7 +241,7 @@ def test_pseudo_label_command_loads_teachers_by_package_name(target, tmp_path, m
     from typer.testing import CliRunner
 
     from spacy_maral.cli import app
-    from spacy_maral.pipeline import loading
+    from spacy_maral.pipeline import loading, location
 
     asked = []
 
@@ -252,6 +252,7 @@ def test_pseudo_label_command_loads_teachers_by_package_name(target, tmp_path, m
         return spacy.blank("de")
 
     monkeypatch.setattr(loading, "load_pipeline", fake_load)
+    monkeypatch.setattr(location, "installed_package", lambda name: name in ("xx_maral_ner", "xx_other_teacher"))
     result = CliRunner().invoke(app, ["pseudo-label", "xx_maral_ner", str(target), str(tmp_path / "out"), "--ensemble", "xx_other_teacher"])
     assert result.exit_code == 1 and "stop here" in result.output
     assert asked == ["xx_maral_ner", "xx_other_teacher"]

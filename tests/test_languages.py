@@ -338,15 +338,16 @@ def test_a_language_whose_package_name_changes_is_only_packaged_again(tmp_path) 
     (FINNISH + "\n", "xy", "unknown language code 'xy'"),
 ])
 def test_pseudo_label_refuses_bad_input_before_the_teacher_loads(tmp_path, content, lang, message) -> None:
-    """The teacher does not exist: the message is about the input, and the output folder
-    (no _lock, no _manifest.json) is never made."""
+    """The teacher is an empty folder, which would not load: the message is about the
+    input, and the output folder (no _lock, no _manifest.json) is never made."""
     text = tmp_path / "fi.txt"
     text.write_text(content, encoding="utf8")
     out = tmp_path / "pseudo"
-    result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "no-teacher"), str(text), str(out), "--lang", lang])
+    (tmp_path / "empty-teacher").mkdir()
+    result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "empty-teacher"), str(text), str(out), "--lang", lang])
     assert result.exit_code == 1
     assert message in " ".join(result.output.split())
-    assert "no-teacher" not in result.output
+    assert "empty-teacher" not in result.output
     assert not out.exists()
 
 
@@ -355,14 +356,15 @@ def test_pseudo_label_refuses_its_input_folder_as_output_before_the_teacher_load
     corpus.mkdir()
     (corpus / "fi.spacy").write_bytes(b"read after the check")  # stage 2 would read it with the shards
     (corpus / "fi.txt").write_text(FINNISH + "\n", encoding="utf8")
-    result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "no-teacher"), str(corpus / "fi.spacy"), str(corpus)])
+    (tmp_path / "empty-teacher").mkdir()  # found, but would not load
+    result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "empty-teacher"), str(corpus / "fi.spacy"), str(corpus)])
     assert result.exit_code == 1
-    assert "holds the input" in " ".join(result.output.split()) and "no-teacher" not in result.output
+    assert "holds the input" in " ".join(result.output.split()) and "empty-teacher" not in result.output
     assert sorted(p.name for p in corpus.iterdir()) == ["fi.spacy", "fi.txt"]  # no _lock, no _manifest.json
     # a text file beside the shards is never read as one: allowed (here the missing teacher stops it)
     result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "no-teacher"), str(corpus / "fi.txt"), str(corpus)])
     assert result.exit_code == 1 and "holds the input" not in result.output and "no-teacher" in result.output
     (corpus / "notes.md").write_text("mine", encoding="utf8")  # a file where the output folder would go
-    result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "no-teacher"), str(corpus / "fi.txt"), str(corpus / "notes.md")])
-    assert result.exit_code == 1 and "no-teacher" not in result.output
+    result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "empty-teacher"), str(corpus / "fi.txt"), str(corpus / "notes.md")])
+    assert result.exit_code == 1 and "empty-teacher" not in result.output
     assert "notes.md is a file, not a folder" in " ".join(result.output.split())

@@ -37,16 +37,26 @@ def annotate_command(
     OUTPUT_DIR/_errors.jsonl, and make the exit status 3 when there are more than
     --max-bad-lines of them; status 1 is a failure (e.g. the model does not load).
     """
-    from spacy_maral.inference.annotate import ERRORS, EXIT_BAD_LINES, ScoresKeyError, annotate, check_model_scores_key, input_files
-    from spacy_maral.inference.annotate.driver import checked_input
-    from spacy_maral.inference.annotate.inputs import check_output_outside
-    from spacy_maral.inference.engines import make_engine
+    from spacy_maral.inference.annotate.inputs import check_output_outside, input_files
+    from spacy_maral.pipeline.location import check_pipeline_found
     from spacy_maral.util import Printer
 
     msg = Printer()
-    try:
-        files = input_files(input_path, input_format)  # a missing or empty input fails before the model loads
+    try:  # before spaCy and torch are imported: a missing or empty input, a pipeline that isn't there
+        files = input_files(input_path, input_format)
         check_output_outside(input_path, output_dir)
+        if engine == "local":  # Ray loads it on the cluster's nodes, where a path of their own may be
+            check_pipeline_found(model)
+    except ImportError as err:  # a URI whose filesystem pyarrow can't load
+        msg.fail(f"annotate: {err}", exits=1)
+    except (OSError, ValueError) as err:
+        msg.fail(f"annotate failed: {err}", exits=1)
+
+    from spacy_maral.inference.annotate import ERRORS, EXIT_BAD_LINES, ScoresKeyError, annotate, check_model_scores_key
+    from spacy_maral.inference.annotate.driver import checked_input
+    from spacy_maral.inference.engines import make_engine
+
+    try:
         # local files are read here, before the model loads: repeated ids, no document
         indexes = checked_input(files, text_field, id_field) if engine == "local" else None
         if all(f.format == "text" for f in files):  # a field named for text files would match nothing

@@ -36,22 +36,12 @@ def calibrate_command(
     with --target-lang other than --lang, the temperature of the development language's
     students is (spacy_maral.evaluation.calibration.student_temperature).
     """
-    from thinc.api import require_gpu
-
-    from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
-    from spacy_maral.evaluation.calibration import calibrate, nothing_to_fit, student_temperature
-    from spacy_maral.evaluation.raw_text import entity_logits
+    from spacy_maral.corpora.target_path import check_target_path
     from spacy_maral.fileio import atomic_write_text, check_output_file, check_replaceable, replace_dir, replace_owned_dir
-    from spacy_maral.pipeline.loading import load_pipeline
-    from spacy_maral.pipeline.maral_ner import find_maral_ner
-    from spacy_maral.pipeline.tokenizer import tokenizer_rules
+    from spacy_maral.pipeline.location import check_pipeline_found
     from spacy_maral.util import Printer
 
     msg = Printer()
-    try:
-        stored = student_temperature(given, target_lang, lang)  # None: fit on the dev set
-    except ValueError as err:
-        msg.fail(f"--temperature {err}", exits=1)
     if target_lang is not None and lang is None:
         msg.fail(f"--target-lang {target_lang} needs --lang, the language of {dev_path}", exits=1)
     new_folder = output is not None and Path(output).resolve() != Path(model).resolve()  # else the model is updated in place
@@ -60,11 +50,26 @@ def calibrate_command(
             check_replaceable(output, "calibrate --output")  # before any work: a user's folder is never replaced
         except ValueError as err:
             msg.fail(str(err), exits=1)
-    try:  # before the model loads or is touched
+    try:  # before the model loads or is touched (and before spaCy and torch are imported)
         check_output_file(report, "--report")
         check_target_path(dev_path)
+        check_pipeline_found(model)
     except ValueError as err:
         msg.fail(f"calibrate: {err}", exits=1)
+
+    from thinc.api import require_gpu
+
+    from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.evaluation.calibration import calibrate, nothing_to_fit, student_temperature
+    from spacy_maral.evaluation.raw_text import entity_logits
+    from spacy_maral.pipeline.loading import load_pipeline
+    from spacy_maral.pipeline.maral_ner import find_maral_ner
+    from spacy_maral.pipeline.tokenizer import tokenizer_rules
+
+    try:
+        stored = student_temperature(given, target_lang, lang)  # None: fit on the dev set
+    except ValueError as err:
+        msg.fail(f"--temperature {err}", exits=1)
     if gpu_id >= 0:
         require_gpu(gpu_id)
     try:

@@ -17,7 +17,7 @@ def check_text_command(
     text mostly in the source language, or in another script than its language's) are
     printed as warnings with their figures.
     """
-    from spacy_maral.corpora.text_check import check_target_text
+    from spacy_maral.corpora.target_path import check_target_path
     from spacy_maral.util import Printer
     from spacy_maral.workflow.languages import lang_path, split_langs
 
@@ -26,9 +26,17 @@ def check_text_command(
         codes = split_langs(langs)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="LANGS") from err
-    failed = []
-    for lang in codes:
-        path = lang_path(text, lang)
+    failed, paths = [], {}
+    for lang in codes:  # a missing text, at once (spaCy, which the other checks need, takes seconds to import)
+        try:
+            check_target_path(lang_path(text, lang))
+            paths[lang] = lang_path(text, lang)
+        except ValueError as err:
+            failed.append(lang)
+            msg.fail(f"{lang}: {err}")
+    if paths:
+        from spacy_maral.corpora.text_check import check_target_text
+    for lang, path in paths.items():
         try:
             report = check_target_text(path, lang, source_lang=source_lang, min_sentences=min_sentences)
         except ValueError as err:
@@ -44,4 +52,5 @@ def check_text_command(
         for warning in report.warnings:
             msg.warn(f"{lang}: {warning}")
     if failed:
+        failed = [lang for lang in codes if lang in failed]  # in the order given
         msg.fail(f"check-text: the text of {', '.join(failed)} can't be used; nothing was trained", exits=1)

@@ -38,7 +38,7 @@ def _plain_text_hint(path: Path) -> str:
     """What to add to a conversion error where the input does not look like a CoNLL-style
     file at all (its lines do not end in a tag column): it may be plain text, which is
     read as it is and needs no conversion."""
-    from spacy_maral.corpora.target_text import conll_looking_line
+    from spacy_maral.corpora.target_path import conll_looking_line
 
     try:
         looks_tagged = not path.is_file() or conll_looking_line(path) is not None

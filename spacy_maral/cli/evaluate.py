@@ -88,22 +88,13 @@ def evaluate_command(
     reliability diagram and a displaCy page of the last pipeline.
     """
 
-    from thinc.api import require_gpu
-
-    from spacy_maral.corpora import ConversionError
-    from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
-    from spacy_maral.evaluation.calibration import plot_reliability
-    from spacy_maral.evaluation.raw_text import evaluate_raw_text
-    from spacy_maral.evaluation.report import evaluate_pipeline, format_quality_table, format_table, write_predictions_page
+    from spacy_maral.corpora.target_path import check_target_path
     from spacy_maral.fileio import atomic_write_text, check_output_file
-    from spacy_maral.pipeline.loading import load_pipeline
-    from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
+    from spacy_maral.pipeline.location import check_pipeline_found
     from spacy_maral.util import Printer
 
-    if gpu_id >= 0:
-        require_gpu(gpu_id)
     msg = Printer()
-    try:  # before minutes of scoring
+    try:  # before minutes of scoring (and before spaCy and torch are imported)
         for option, path in (("--output", output), ("--html", html), ("--reliability", reliability_png)):
             check_output_file(path, option)
         check_output_file(per_sentence_path(output) if output is not None else None, "--output's per-sentence file")
@@ -117,10 +108,28 @@ def evaluate_command(
         if output is not None:
             atomic_write_text(output, json.dumps({"test": None, "looked_for": str(test_path), "results": {}}, indent=2))
         return
+    try:
+        specs = model_specs(models)
+        for _, path in specs:
+            check_pipeline_found(path)
+    except ValueError as err:
+        msg.fail(f"evaluate: {err}", exits=1)
+
+    from thinc.api import require_gpu
+
+    from spacy_maral.corpora import ConversionError
+    from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.evaluation.calibration import plot_reliability
+    from spacy_maral.evaluation.raw_text import evaluate_raw_text
+    from spacy_maral.evaluation.report import evaluate_pipeline, format_quality_table, format_table, write_predictions_page
+    from spacy_maral.pipeline.loading import load_pipeline
+    from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
+
+    if gpu_id >= 0:
+        require_gpu(gpu_id)
     results = {}
     nlp = None
     try:
-        specs = model_specs(models)
         shipped = shipped_spec(specs, guard) if guard is not None else None
     except ValueError as err:
         msg.fail(f"evaluate: {err}", exits=1)

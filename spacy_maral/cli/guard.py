@@ -56,41 +56,51 @@ def guard_command(
     interpolated with it), checked the same way, before the teacher is chosen.
     """
 
-    from thinc.api import require_gpu
-
-    from spacy_maral.corpora.docbin import docbin_paths
-    from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
-    from spacy_maral.evaluation.guard import FallbackCheck, GuardThresholds, check_package_choice, check_student, write_verdict
-    from spacy_maral.fileio import check_output_file, check_replaceable
-    from spacy_maral.pipeline.loading import load_pipeline
-    from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
-    from spacy_maral.training.fallback import build_fallback, check_fallback_weight
+    from spacy_maral.corpora.target_path import check_target_path
+    from spacy_maral.pipeline.location import check_pipeline_found
+    from spacy_maral.training.fallback import check_fallback_weight
     from spacy_maral.util import Printer
 
     msg = Printer()
-    try:  # the arguments first, before minutes of loading and scoring
-        check_package_choice(package_choice)
-    except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="--package-choice") from err
-    try:
+    try:  # the arguments first, before minutes of loading and scoring (and before spaCy and torch are imported)
         check_fallback_weight(fallback_weight)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--fallback-weight") from err
     if not 0.0 <= max_label_shift <= 1.0:
         raise typer.BadParameter(f"{max_label_shift:g} is not a total variation distance (0 to 1)", param_hint="--max-label-shift")
-    if fallback_weight > 0:
-        if fallback_dir is None or pseudo_labels is None:
-            raise typer.BadParameter("a fallback needs --fallback-dir and --pseudo-labels", param_hint="--fallback-weight")
-        try:
-            check_replaceable(fallback_dir, "guard --fallback-dir")
-            docbin_paths(pseudo_labels)
-        except ValueError as err:
-            msg.fail(f"guard: {err}", exits=1)
+    if fallback_weight > 0 and (fallback_dir is None or pseudo_labels is None):
+        raise typer.BadParameter("a fallback needs --fallback-dir and --pseudo-labels", param_hint="--fallback-weight")
     for name, path in (("DEV", dev_path), ("TARGET_TEXT", target_text)):
         try:
             check_target_path(path)
         except ValueError as err:
             msg.fail(f"guard: {name}: {err}", exits=1)
+    for name, path in (("TEACHER", teacher_path), ("STUDENT", student_path)):
+        try:
+            check_pipeline_found(path)
+        except ValueError as err:
+            msg.fail(f"guard: {name}: {err}", exits=1)
+
+    from thinc.api import require_gpu
+
+    from spacy_maral.corpora.docbin import docbin_paths
+    from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.evaluation.guard import FallbackCheck, GuardThresholds, check_package_choice, check_student, write_verdict
+    from spacy_maral.fileio import check_output_file, check_replaceable
+    from spacy_maral.pipeline.loading import load_pipeline
+    from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
+    from spacy_maral.training.fallback import build_fallback
+
+    try:
+        check_package_choice(package_choice)  # the parser took one of them (Literal); a caller of this function may not
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--package-choice") from err
+    if fallback_weight > 0:
+        try:
+            check_replaceable(fallback_dir, "guard --fallback-dir")
+            docbin_paths(pseudo_labels)
+        except ValueError as err:
+            msg.fail(f"guard: {err}", exits=1)
     try:
         check_output_file(output, "--output")
     except ValueError as err:

@@ -29,8 +29,7 @@ def export_command(
     """
 
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
-    from spacy_maral.pipeline.loading import load_pipeline
-    from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
+    from spacy_maral.pipeline.location import check_pipeline_found
 
     msg = Printer()
     try:
@@ -42,6 +41,14 @@ def export_command(
         if chosen != "student":
             msg.warn(f"export: {guard} chose the {chosen}: exporting {chosen_path} instead of {model}")
         model = chosen_path
+    try:  # before spaCy and torch are imported
+        check_pipeline_found(model)
+    except ValueError as err:
+        msg.fail(f"export failed: {err}", exits=1)
+
+    from spacy_maral.pipeline.loading import load_pipeline
+    from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
+
     try:
         nlp = load_pipeline(model, precision=precision)
     except (OSError, ValueError) as err:

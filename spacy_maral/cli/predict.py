@@ -20,19 +20,27 @@ def predict_command(
     Loads MODEL with spacy.load and prints doc.ents with the probabilities stored in
     doc.spans[spans_key].attrs["scores"]. A sentence the pipeline fails on (e.g. a text
     UTF-8 can't encode) is reported alone, the others are labelled, and the exit status is 1."""
-    from itertools import islice
-
-    from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
-    from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
-    from spacy_maral.pipeline.loading import load_pipeline
+    from spacy_maral.corpora.target_path import check_target_path
+    from spacy_maral.pipeline.location import check_pipeline_found
     from spacy_maral.util import Printer
 
     msg = Printer()
-    try:  # the corpus first, before the model loads
+    try:  # the corpus first, before the model loads (and before spaCy and torch are imported)
         if from_file is not None:
             check_target_path(from_file)
     except ValueError as err:
         msg.fail(f"predict: --from-file: {err}", exits=1)
+    try:
+        check_pipeline_found(model)
+    except ValueError as err:
+        msg.fail(f"predict: {err}", exits=1)
+
+    from itertools import islice
+
+    from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.pipeline.entity_scores import entity_scores, scores_key
+    from spacy_maral.pipeline.loading import load_pipeline
+
     try:
         nlp = load_pipeline(model, precision=precision)
     except (OSError, ValueError) as err:

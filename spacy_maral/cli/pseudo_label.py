@@ -47,6 +47,18 @@ def pseudo_label_command(
         except ValueError as err:
             raise typer.BadParameter(str(err), param_hint="--inference-tau") from err
 
+    from spacy_maral.corpora.target_path import check_target_path
+    from spacy_maral.pipeline.location import check_pipeline_found
+    from spacy_maral.util import Printer
+
+    msg = Printer()
+    try:  # a missing input or teacher, refused at once too
+        check_target_path(input_path)
+        for pipeline in (teacher, *ensemble):
+            check_pipeline_found(pipeline)
+    except ValueError as err:
+        msg.fail(f"pseudo-label failed: {err}", exits=1)
+
     from thinc.api import require_gpu
 
     from spacy_maral.corpora.text_check import check_target_text
@@ -56,9 +68,7 @@ def pseudo_label_command(
     from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.maral_ner import find_maral_ner
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang
-    from spacy_maral.util import Printer
 
-    msg = Printer()
     try:  # before the GPU starts, any teacher is loaded or OUTPUT_DIR is touched
         check_output_apart(input_path, output_dir)
         for warning in check_target_text(input_path, lang or "xx").warnings:

@@ -41,12 +41,9 @@ def select_checkpoint_command(
     --output in the shape of students.json, each student's model its pick, with the rule and
     every candidate's F1.
     """
-    from thinc.api import require_gpu
-
-    from spacy_maral.corpora.target_text import check_target_path, iter_target_docs
-    from spacy_maral.evaluation.guard import dev_f1
+    from spacy_maral.corpora.target_path import check_target_path
     from spacy_maral.fileio import check_output_file
-    from spacy_maral.pipeline.loading import load_pipeline
+    from spacy_maral.training.run_summary import read_summary
     from spacy_maral.training.selection import select_runs, selection_dev
     from spacy_maral.util import Printer
 
@@ -61,8 +58,16 @@ def select_checkpoint_command(
         msg.fail(f"select-checkpoint: the {ranking.name} set: {err}", exits=1)
     try:
         check_output_file(output, "--output")
+        read_summary(students, role="student")  # before spaCy and torch are imported: a students.json that can't be read
     except ValueError as err:
         msg.fail(f"select-checkpoint: {err}", exits=1)
+
+    from thinc.api import require_gpu
+
+    from spacy_maral.corpora.target_text import iter_target_docs
+    from spacy_maral.evaluation.guard import dev_f1
+    from spacy_maral.pipeline.loading import load_pipeline
+
     if gpu_id >= 0:
         require_gpu(gpu_id)
     dev = []

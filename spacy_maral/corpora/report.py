@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
-from spacy.tokens import Doc
+if TYPE_CHECKING:  # the annotation only: this module (and lines.py) stays free of spaCy
+    from spacy.tokens import Doc
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -16,7 +16,8 @@ from typing import Dict, FrozenSet, Iterator, List, Optional
 import spacy
 from spacy.tokenizer import Tokenizer
 
-from spacy_maral.corpora.target_text import CONLL_SUFFIXES, check_target_path, iter_target_docs
+from spacy_maral.corpora.target_path import CONLL_SUFFIXES, check_target_path
+from spacy_maral.corpora.target_text import iter_target_docs
 
 # the scripts a language's letters are written in, for the languages not written in
 # Latin letters (every other code: Latin); the first word of a letter's Unicode name

@@ -18,7 +18,7 @@ from typing import Callable, Dict, Iterable, Iterator, Optional, Protocol, Seque
 from spacy_maral.fileio import atomic_write_text, remove_stale_temporaries
 from spacy_maral.fingerprint import path_digest
 from spacy_maral.inference.engines.base import Done, Engine, Task
-from spacy_maral.pipeline.folder import pipeline_folder
+from spacy_maral.pipeline.location import pipeline_folder
 
 MANIFEST = "_manifest.json"
 # what a run's outputs are made from (JSON): input files, model, the settings that change them

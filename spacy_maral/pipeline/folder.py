@@ -1,4 +1,4 @@
-"""A pipeline's folder on disk: where `spacy.load` reads it, its config read without
+"""A pipeline's folder on disk (found by `location.pipeline_folder`): its config read without
 loading the pipeline, and the one rule that names the file when a file of it is damaged.
 
 Loading reads many files (config.cfg, meta.json, tokenizer, vocab/*, each component's
@@ -20,6 +20,8 @@ from typing import Any, Iterator, List, Optional, Union
 from catalogue import RegistryError
 from thinc.api import Config
 
+from spacy_maral.pipeline.location import pipeline_folder
+
 _OPENED: "contextvars.ContextVar[Optional[List[str]]]" = contextvars.ContextVar("spacy_maral_opened", default=None)
 _HOOKED = False
 MAX_DETAIL = 400  # characters of the underlying error kept in the one-line message
@@ -37,19 +39,6 @@ class DamagedPipelineError(ValueError):
 
     def __reduce__(self) -> Any:  # pickles (a worker process or a Ray actor raises it)
         return type(self), (str(self), self.path)
-
-
-def pipeline_folder(model: Union[str, Path]) -> Optional[Path]:
-    """The folder spacy.load reads `model` from: the directory itself, or an installed
-    package's folder; None for a name that is neither (spacy.load's own error follows)."""
-    path = Path(str(model))
-    if path.is_dir():
-        return path
-    import spacy.util
-
-    if not isinstance(model, Path) and spacy.util.is_package(str(model)):
-        return spacy.util.get_package_path(str(model))
-    return None
 
 
 def _audit(event: str, args: Any) -> None:

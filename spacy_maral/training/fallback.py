@@ -8,12 +8,15 @@ language, decided at the entity rate of the teachers' pseudo-labels. The guard t
 it against the teacher as it checks a student, and the teacher ships only when the
 fallback is distrusted too. BENCHMARKS.md ("Finnish") has what it measured.
 """
+from __future__ import annotations
+
 from pathlib import Path
-from typing import Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Optional, Tuple
 
-from spacy.language import Language
+if TYPE_CHECKING:  # annotations only: check_fallback_weight is imported without spaCy (the guard's option check)
+    from spacy.language import Language
 
-from spacy_maral.training.decision_rule import DecisionRate
+    from spacy_maral.training.decision_rule import DecisionRate
 
 
 def check_fallback_weight(weight: float) -> None:

@@ -53,7 +53,8 @@ from spacy_maral.inference.engines.ray import RayEngine
 from spacy_maral.inference.lock import folder_lock
 from spacy_maral.inference.runner import Manifest, manifest_digest, model_files, open_output, run_partitions
 from spacy_maral.pipeline.entity_scores import check_scores_key
-from spacy_maral.pipeline.folder import pipeline_config, pipeline_folder
+from spacy_maral.pipeline.folder import pipeline_config
+from spacy_maral.pipeline.location import pipeline_folder
 from spacy_maral.util import logger
 
 EXIT_BAD_LINES = 3

@@ -1,0 +1,52 @@
+"""What a target corpus path may be, checked before anything heavy is imported: the
+formats the readers take by suffix, and a refusal of a path they would misread (missing,
+JSONL, Parquet or compressed, or a CoNLL-style file under a plain-text name). Imports
+neither spaCy nor torch, so that commands refuse such a path at once."""
+import re
+from itertools import islice
+from pathlib import Path
+from typing import Optional, Tuple
+
+from spacy_maral.corpora.lines import decoded_lines
+
+# inputs that would otherwise be read as plain text, line by line, without a complaint
+NOT_PLAIN_TEXT = (".jsonl", ".json", ".parquet", ".gz", ".bz2", ".xz", ".zip")
+CONLL_SUFFIXES = (".conll", ".conllu", ".iob", ".iob2", ".bio", ".bioes", ".tsv")
+SNIFF_LINES = 50  # the first non-empty lines of a plain text that may show it is CoNLL-style
+TAG_COLUMN = re.compile(r"^(O|[BIESLU][-_]\S+)$")  # a tag as a CoNLL-style file's last column
+
+
+def check_target_path(path: Path) -> None:
+    """Raise a clear ValueError for a target corpus that does not exist or has a format
+    the readers would otherwise take for plain text (JSONL, Parquet, compressed)."""
+    if not path.exists():
+        raise ValueError(f"target corpus {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix in NOT_PLAIN_TEXT:
+        raise ValueError(
+            f"{path}: the target text must be plain text (one sentence a line), a CoNLL-style "
+            f"file or .spacy, not {suffix}: write its texts one a line to a .txt file first"
+        )
+    if path.is_file() and suffix != ".spacy" and suffix not in CONLL_SUFFIXES:
+        found = conll_looking_line(path)
+        if found is not None:
+            raise ValueError(
+                f"{path}, line {found[0]}: {found[1]!r} is a CoNLL-style token line, not a sentence: the file "
+                f"would be read as plain text, one sentence a line, its tags lost. Give it one of the suffixes "
+                f"{', '.join(CONLL_SUFFIXES)} to read it as CoNLL, or write its sentences one a line"
+            )
+
+
+def conll_looking_line(path: Path) -> Optional[Tuple[int, str]]:
+    """The first line that shows a would-be plain text to be a CoNLL-style file: a
+    -DOCSTART- line, or, where most of its first SNIFF_LINES non-empty lines end in a
+    tag column (O, B-PER, I_LOC, ...) after a token, the first such line; else None.
+
+    path (Path): a file read as plain text unless this finds one.
+    """
+    lines = [(n, line) for n, line in islice(decoded_lines(path), 4 * SNIFF_LINES) if line.strip()][:SNIFF_LINES]
+    for number, line in lines:
+        if line.startswith("-DOCSTART-"):
+            return number, line
+    tagged = [(n, line) for n, line in lines if len(line.split()) >= 2 and TAG_COLUMN.match(line.split()[-1])]
+    return tagged[0] if len(lines) >= 2 and len(tagged) >= 0.8 * len(lines) else None
