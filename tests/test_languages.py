@@ -141,6 +141,7 @@ class FakeProject:
         for name in ("training/teacher/model-best/maral_ner/model", "training/ensemble/teachers.json"):
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text("weights", encoding="utf8")
+        (root / "project.yml").write_text("vars:\n  source_lang: en\n", encoding="utf8")
 
     def __call__(self, argv) -> int:
         target, lang = argv[5], argv[argv.index("--vars.target_lang") + 1]
@@ -174,6 +175,20 @@ def test_a_failed_language_does_not_lose_the_others(tmp_path) -> None:
     assert outcomes["fi"].package == "maral_ner_fi" and outcomes["fi"].shipped == "student"
     recorded = json.loads((project.root / SUMMARY).read_text())["languages"]
     assert {lang: o["status"] for lang, o in recorded.items()} == {"de": "shipped", "es": "failed", "fi": "shipped"}
+
+
+def test_a_folder_without_project_yml_is_refused_before_anything_runs(tmp_path) -> None:
+    """Run outside the project (the default --project is the current folder), every
+    language failed on spaCy's "Can't find project.yml" and metrics/languages.json was
+    written there."""
+    write(tmp_path / "fi.txt", [GERMAN])
+    project = FakeProject(tmp_path / "project")
+    (project.root / "project.yml").unlink()
+    with pytest.raises(ValueError, match="is not a spaCy project \\(no project.yml\\): give --project"):
+        run(project, tmp_path, ["fi"])
+    assert project.calls == [] and not (project.root / "metrics").exists()
+    result = CliRunner().invoke(app, ["languages", "fi", "--project", str(project.root), "--text", str(tmp_path / "fi.txt")])
+    assert result.exit_code == 1 and "no project.yml" in result.output and not (project.root / "metrics").exists()
 
 
 def test_each_language_records_the_wall_time_of_its_workflow(tmp_path, monkeypatch) -> None:

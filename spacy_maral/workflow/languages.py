@@ -221,8 +221,12 @@ def run_languages(
     echo (Callable): prints a progress line.
     RETURNS (Dict[str, LanguageOutcome]): each language's outcome, also written to
         PROJECT/metrics/languages.json after each language.
+    RAISES (ValueError): `project` holds no project.yml (nothing is run or written).
     """
     project = Path(project)
+    if not (project / "project.yml").is_file():
+        raise ValueError(f"{project.resolve()} is not a spaCy project (no project.yml): give --project, the folder "
+                         "of the spacy-maral project whose teachers are trained")
     recorded = read_summary(project)
     outcomes: Dict[str, LanguageOutcome] = {}
     for i, lang in enumerate(langs, start=1):
