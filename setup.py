@@ -64,6 +64,9 @@ setup(
         "spacy_readers": [
             "spacy_maral.AdaptationCorpus.v1 = spacy_maral.training.readers:AdaptationCorpus",
         ],
+        "spacy_loggers": [
+            "spacy_maral.ConsoleLogger.v1 = spacy_maral.training.logger:console_logger",
+        ],
         "spacy_callbacks": [
             "spacy_maral.configure_encoder.v1 = spacy_maral.training.callbacks:configure_encoder",
             "spacy_maral.epoch_hook.v1 = spacy_maral.training.callbacks:make_epoch_hook",

@@ -233,7 +233,7 @@ def _fake_trainings(seen):
         for line in commands:
             argv = shlex.split(line)
             folder = Path(argv[argv.index("--output") + 1])
-            seen.append({name: (folder / name).exists() for name in ("checkpoint", ".checkpoint.old", "snapshots", "log.jsonl")})
+            seen.append({name: (folder / name).exists() for name in ("checkpoint", ".checkpoint.old", "snapshots")})
             (folder / "model-last").mkdir(parents=True, exist_ok=True)
             (folder / "checkpoint").mkdir(exist_ok=True)
             (folder / "checkpoint" / "checkpoint-complete").write_text("ok\n", encoding="utf8")
@@ -258,17 +258,17 @@ def test_a_student_trained_again_starts_afresh_unless_it_resumes(setup, tmp_path
     out, folder = tmp_path / "s", tmp_path / "s" / "student-s0"
     args = ["--training.max_steps", "4"]
     train_per_seed(config, out, [0], args, role="student", report=lines.append)
-    assert seen[-1] == {"checkpoint": False, ".checkpoint.old": False, "snapshots": False, "log.jsonl": False}
+    assert seen[-1] == {"checkpoint": False, ".checkpoint.old": False, "snapshots": False}
     train_per_seed(config, out, [0], args, role="student", report=lines.append)
     assert len(seen) == 1  # kept
     (folder / ".checkpoint.old").mkdir()  # what a kill inside the checkpoint's swap leaves
     train_per_seed(config, out, [0], ["--training.max_steps", "5"], role="student", report=lines.append)
-    assert seen[-1] == {"checkpoint": False, ".checkpoint.old": False, "snapshots": False, "log.jsonl": False}
+    assert seen[-1] == {"checkpoint": False, ".checkpoint.old": False, "snapshots": False}
     (folder / "timing.json").unlink()  # stopped before it finished: started again the same way, it resumes
     train_per_seed(config, out, [0], ["--training.max_steps", "5"], role="student", report=lines.append)
-    assert seen[-1] == {"checkpoint": True, ".checkpoint.old": False, "snapshots": True, "log.jsonl": True}
+    assert seen[-1] == {"checkpoint": True, ".checkpoint.old": False, "snapshots": True}
     assert "student-s0: stopped earlier before it finished; resuming from its checkpoint" in lines
     (folder / "timing.json").unlink()  # stopped, then started with other settings: afresh
     train_per_seed(config, out, [0], args, role="student", report=lines.append)
-    assert seen[-1] == {"checkpoint": False, ".checkpoint.old": False, "snapshots": False, "log.jsonl": False}
+    assert seen[-1] == {"checkpoint": False, ".checkpoint.old": False, "snapshots": False}
     assert json.loads((out / "students.json").read_text(encoding="utf8"))["students"]["0"]["model"] == str(folder / "model-last")

@@ -14,9 +14,9 @@ config and of every file or folder an argument names) is kept, so a job that was
 stopped and started again trains only the missing ones; one trained with other settings
 or from inputs that changed since is trained again. A run trained again starts afresh: a
 student's checkpoint, snapshots and training log of an earlier training are removed
-first (the checkpoint would be loaded at its first step, old snapshots would be
-candidates of `select-checkpoint`, and spaCy's logger writes no log where one exists),
-except where the run was stopped before it finished and is started
+first (the checkpoint would be loaded at its first step, and old snapshots would be
+candidates of `select-checkpoint`; the training log is replaced by the configs' logger,
+spacy_maral.training.logger), except where the run was stopped before it finished and is started
 again with the same command line and inputs (its started.json and inputs.json): that
 one resumes from its checkpoint.
 """
@@ -49,11 +49,10 @@ TIMING = "timing.json"  # in a run's folder: its command, wall time and peak mem
 INPUTS = "inputs.json"  # in a run's folder: the digests of what it was trained from (run_inputs)
 STARTED = "started.json"  # in a run's folder: the command line its latest training was started with
 # what a run's training leaves to the next one of the same run folder (the epoch hook's
-# checkpoint, loaded at the first step, snapshots, and the training log, which spaCy's
-# logger never overwrites: a new training would log nothing), by role: removed before a
-# training that does not resume (see the module's doc)
+# checkpoint, loaded at the first step, and snapshots), by role: removed before a training
+# that does not resume (see the module's doc)
 RUN_STATE: Dict[str, Sequence[str]] = {"teacher": (), "student": tuple(
-    RUN_FILES["student"][name] for name in ("--paths.checkpoint", "--paths.snapshots", "--paths.log"))}
+    RUN_FILES["student"][name] for name in ("--paths.checkpoint", "--paths.snapshots"))}
 # files of an input folder that record how a run went, not what it made (a rerun that keeps
 # everything rewrites them): the pseudo-labels' lock and summary, the encoder's build record
 RUN_RECORDS = ("_lock", "summary.json", "build_info.json")
