@@ -228,3 +228,22 @@ def test_a_student_whose_labels_drifted_is_not_trusted_above_max_label_shift(tra
     assert check_student(trained.nlp, drifted, dev_docs, texts, thresholds=at_its_shift).trusted
     # a student equal to its teacher has no shift, so even 0 trusts it
     assert check_student(trained.nlp, spacy.load(trained_dir), dev_docs, texts, thresholds=GuardThresholds(max_label_shift=0.0)).trusted
+
+
+def test_a_verdict_names_the_chosen_folder_wherever_it_is_read_from(tmp_path, monkeypatch) -> None:
+    """The guard ran in the project folder with relative paths; `export --guard` run from
+    another folder looked for "training/student" there (and exported another pipeline
+    of that name, where there was one)."""
+    from pathlib import Path
+
+    from spacy_maral.evaluation.guard import GuardReport, GuardThresholds, read_verdict, write_verdict
+
+    (tmp_path / "project" / "training" / "student").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "project")
+    report = GuardReport(teacher_dev_f=90.0, student_dev_f=89.0, agreement_f=80.0, student_max_class_cosine=0.5,
+                         thresholds=GuardThresholds())
+    assert write_verdict(Path("guard.json"), report, Path("xx_teacher_package"), Path("training/student"), "auto") == "student"
+    monkeypatch.chdir(tmp_path)
+    assert read_verdict(tmp_path / "project" / "guard.json") == ("student", tmp_path / "project" / "training" / "student")
+    write_verdict(tmp_path / "t.json", report, Path("xx_teacher_package"), Path("training/student"), "teacher")
+    assert read_verdict(tmp_path / "t.json") == ("teacher", Path("xx_teacher_package"))  # a package: by its name

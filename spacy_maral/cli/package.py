@@ -38,7 +38,7 @@ def export_command(
         msg.fail(str(err), exits=1)
     if guard is not None:
         chosen, chosen_path = read_guard_verdict(guard)
-        if chosen != "student":
+        if chosen != "student" or Path(chosen_path).resolve() != Path(model).resolve():
             msg.warn(f"export: {guard} chose the {chosen}: exporting {chosen_path} instead of {model}")
         model = chosen_path
     try:  # before spaCy and torch are imported

@@ -34,10 +34,11 @@ BENCHMARKS.md says where they come from.
 """
 import json
 import math
+import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -257,6 +258,12 @@ def choose(report: GuardReport, policy: str = "auto", fallback: Optional[Fallbac
     return "fallback" if fallback is not None and fallback.report.trusted else "teacher"
 
 
+def where(pipeline: Union[str, Path]) -> str:
+    """How a verdict records a pipeline: a folder by its absolute path (read from any
+    folder, `export --guard` finds the one the guard chose), a package by its name."""
+    return os.path.abspath(pipeline) if Path(pipeline).exists() else str(pipeline)
+
+
 def write_verdict(
     path: Path, report: GuardReport, teacher: Path, student: Path, package_choice: str,
     fallback: Optional[FallbackCheck] = None,
@@ -271,13 +278,14 @@ def write_verdict(
     student (Path): the student's.
     package_choice (str): "auto", "student" or "teacher" (choose).
     fallback (Optional[FallbackCheck]): the fallback and its check, or None.
-    RETURNS (str): the chosen pipeline, "student", "fallback" or "teacher".
+    RETURNS (str): the chosen pipeline, "student", "fallback" or "teacher"; the file's
+        chosen_path is where it is (`where`).
     """
     chosen = choose(report, package_choice, fallback)
     paths = {"student": student, "teacher": teacher, "fallback": fallback.path if fallback is not None else None}
     result = {**report.to_dict(), "teacher": str(teacher), "student": str(student),
               "fallback": fallback.to_dict() if fallback is not None else None,
-              "package_choice": package_choice, "chosen": chosen, "chosen_path": str(paths[chosen])}
+              "package_choice": package_choice, "chosen": chosen, "chosen_path": where(paths[chosen])}
     atomic_write_text(Path(path), json.dumps(result, indent=2))
     return chosen
 
