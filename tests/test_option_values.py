@@ -143,6 +143,11 @@ def test_predict_says_when_it_has_nothing_to_label(span_ruler_dir, tmp_path) -> 
     assert result.exit_code == 0 and "empty.txt holds no sentence" in out and "no sentence to label" in out
     result, out = run(["predict", span_ruler_dir, "Paris is big.", "--from-file", tmp_path / "empty.txt", "--n", "0"])
     assert result.exit_code == 0 and "holds no sentence" not in out and "no sentence to label" not in out
+    # a sentence that is the name of a file is labelled as given, with a hint
+    result, out = run(["predict", span_ruler_dir, str(tmp_path / "empty.txt")])
+    assert result.exit_code == 0 and "it names a file: to label its lines, give --from-file" in " ".join(out.split())
+    result, out = run(["predict", span_ruler_dir, "Paris is big."])
+    assert result.exit_code == 0 and "names a file" not in out
 
 
 def test_evaluate_if_exists_names_what_it_did_not_find(tmp_path) -> None:

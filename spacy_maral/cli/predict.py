@@ -34,6 +34,9 @@ def predict_command(
         check_pipeline_found(model)
     except ValueError as err:
         msg.fail(f"predict: {err}", exits=1)
+    for text in texts or []:
+        if "\n" not in text and len(text) < 4096 and Path(text).is_file():  # a sentence that names a file
+            msg.warn(f"predict: {text!r} is labelled as a sentence; it names a file: to label its lines, give --from-file {text}")
 
     from itertools import islice
 
