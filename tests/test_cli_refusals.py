@@ -1,5 +1,5 @@
-"""A command given a pipeline or a corpus that isn't there says so at once: before spaCy,
-thinc or torch is imported (about ten seconds on a small machine), with exit status 1
+"""A command given a pipeline or a corpus that isn't there, or raw text for a gold corpus,
+says so at once: before spaCy, thinc or torch is imported (about ten seconds on a small machine), with exit status 1
 and the path named, and nothing written."""
 import json
 import subprocess
@@ -25,7 +25,7 @@ print(json.dumps({"code": code, "heavy": sorted(m for m in ("spacy", "thinc", "t
 MISSING_MODEL = "no pipeline {missing}: neither a pipeline folder nor an installed package"
 
 
-def commands(text: Path, students: Path, missing: Path, out: Path):
+def commands(text: Path, gold: Path, students: Path, missing: Path, out: Path):
     """(arguments, what the refusal says) of every command that loads a pipeline, and of
     check-text, the workflow's first step."""
     model = str(missing / "model")
@@ -33,19 +33,23 @@ def commands(text: Path, students: Path, missing: Path, out: Path):
     return [
         (["predict", model, "a sentence"], f"predict: {said_model}"),
         (["predict", model, "--from-file", str(missing / "f.txt")], f"target corpus {missing / 'f.txt'} does not exist"),
-        (["evaluate", str(text), model], f"evaluate: {said_model}"),
+        (["evaluate", str(gold), model], f"evaluate: {said_model}"),
+        (["evaluate", str(text), model], f"evaluate: {text} is read as plain text, one sentence a line, without entity tags"),
         (["evaluate", str(missing / "test.spacy"), model], f"target corpus {missing / 'test.spacy'} does not exist"),
-        (["calibrate", model, str(text)], f"calibrate: {said_model}"),
+        (["calibrate", model, str(gold)], f"calibrate: {said_model}"),
+        (["calibrate", model, str(text)], f"calibrate: {text} is read as plain text"),
         (["calibrate", model, str(missing / "dev.conll")], f"target corpus {missing / 'dev.conll'} does not exist"),
         (["pseudo-label", model, str(text), str(out / "pl")], f"pseudo-label failed: {said_model}"),
         (["pseudo-label", str(text.parent), str(text), str(out / "pl"), "--ensemble", model], said_model),
         (["pseudo-label", model, str(missing / "t.txt"), str(out / "pl")], f"target corpus {missing / 't.txt'} does not exist"),
         (["annotate", model, str(text), str(out / "an")], f"annotate failed: {said_model}"),
         (["annotate", model, str(missing / "t.txt"), str(out / "an")], f"the input {missing / 't.txt'} does not exist"),
-        (["guard", model, model, str(text), str(text), "-o", str(out / "g.json")], f"guard: TEACHER: {said_model}"),
-        (["guard", str(text.parent), model, str(text), str(text), "-o", str(out / "g.json")], f"guard: STUDENT: {said_model}"),
+        (["guard", model, model, str(gold), str(text), "-o", str(out / "g.json")], f"guard: TEACHER: {said_model}"),
+        (["guard", str(text.parent), model, str(gold), str(text), "-o", str(out / "g.json")], f"guard: STUDENT: {said_model}"),
+        (["guard", model, model, str(text), str(gold), "-o", str(out / "g.json")], f"guard: DEV: {text} is read as plain text"),
         (["guard", model, model, str(missing / "dev.spacy"), str(text), "-o", str(out / "g.json")], "guard: DEV: target corpus"),
-        (["select-checkpoint", str(missing / "students.json"), str(text), "-o", str(out / "s.json")],
+        (["select-checkpoint", str(students), str(text), "-o", str(out / "s.json")], f"{text} is read as plain text"),
+        (["select-checkpoint", str(missing / "students.json"), str(gold), "-o", str(out / "s.json")],
          f"{missing / 'students.json'} is not the summary of train-students"),
         (["select-checkpoint", str(students), str(missing / "dev.spacy"), "-o", str(out / "s.json")], "target corpus"),
         (["export", model, str(out / "exp")], f"export failed: {said_model}"),
@@ -56,11 +60,13 @@ def commands(text: Path, students: Path, missing: Path, out: Path):
 def test_a_missing_pipeline_or_corpus_is_refused_before_spacy_is_imported(tmp_path) -> None:
     text = tmp_path / "text.txt"
     text.write_text("Angela Merkel besuchte Paris.\n", encoding="utf-8")
+    gold = tmp_path / "dev.conll"
+    gold.write_text("Angela B-PER\nMerkel I-PER\nbesuchte O\nParis B-LOC\n. O\n", encoding="utf-8")
     missing, out = tmp_path / "nowhere", tmp_path / "out"
     students = tmp_path / "students.json"  # of train-students, its run's folder missing
     students.write_text(json.dumps({"students": {"0": {"model": str(missing / "student-s0" / "model-last")}}}), encoding="utf8")
     failures = []
-    for args, said in commands(text, students, missing, out):
+    for args, said in commands(text, gold, students, missing, out):
         result = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120)
         report = json.loads(result.stdout.strip().splitlines()[-1])
         shown = " ".join((result.stdout + result.stderr).split())

@@ -191,6 +191,20 @@ def test_a_folder_without_project_yml_is_refused_before_anything_runs(tmp_path) 
     assert result.exit_code == 1 and "no project.yml" in result.output and not (project.root / "metrics").exists()
 
 
+def test_several_languages_reading_one_text_are_refused(tmp_path) -> None:
+    """target_langs de,fi with the README's target_text ../data/fi.txt (no {lang}) trained
+    both students on the Finnish text; check-text passed it."""
+    write(tmp_path / "fi.txt", [FINNISH])
+    result = CliRunner().invoke(app, ["check-text", "de,fi", "--text", str(tmp_path / "fi.txt")])
+    assert result.exit_code == 2 and "has no {lang}: de, fi would all read this one text" in " ".join(result.output.split())
+    project = FakeProject(tmp_path / "project")
+    with pytest.raises(ValueError, match="has no {lang}"):
+        run_languages(project.root, ["de", "fi"], str(tmp_path / "fi.txt"), "none", "maral_ner", run=project, echo=lambda line: None)
+    assert project.calls == []
+    result = CliRunner().invoke(app, ["check-text", "fi", "--text", str(tmp_path / "fi.txt")])  # one language: its file
+    assert result.exit_code == 0, result.output
+
+
 def test_each_language_records_the_wall_time_of_its_workflow(tmp_path, monkeypatch) -> None:
     for lang in ("de", "fi"):
         write(tmp_path / f"{lang}.txt", [GERMAN])

@@ -1,6 +1,7 @@
 """Raw text: detokenization, the language tokenizer, character-offset scoring, unreachable
 entities, and calibrated scores (issue: what users get from `nlp(text)`)."""
 import json
+from pathlib import Path
 
 import numpy
 import pytest
@@ -497,6 +498,27 @@ def test_calibrate_cli_stores_a_given_temperature_and_reports_the_dev_set_at_it(
     assert not (tmp_path / "bad").exists()
 
 
+def test_a_gold_corpus_without_entities_is_refused_before_anything_is_fitted_or_scored(trained_dir, trained, tmp_path) -> None:
+    """A dev set whose tags were lost: calibrate stored T = 1 over the pipeline's score map
+    ("all predicted entities are wrong"), guard saw no source dev F1 to lose and trusted
+    the student, evaluate scored 0.00."""
+    from spacy.tokens import Doc, DocBin
+
+    untagged = tmp_path / "untagged.spacy"
+    docs = [Doc(eg.reference.vocab, words=[t.text for t in eg.reference], spaces=[bool(t.whitespace_) for t in eg.reference])
+            for eg in trained.examples]
+    DocBin(docs=docs).to_disk(untagged)
+    text = tmp_path / "target.txt"
+    text.write_text("Angela Merkel besuchte Paris.\n", encoding="utf8")
+    stored = (Path(trained_dir) / "maral_ner" / "cfg").read_bytes()
+    for args in (["calibrate", trained_dir, untagged], ["evaluate", untagged, f"m={trained_dir}"],
+                 ["guard", trained_dir, trained_dir, untagged, text, "-o", tmp_path / "g.json"]):
+        run = run_cli(*args)
+        said = " ".join(run.stderr.split())
+        assert run.returncode == 1 and f"none of its {len(docs)} sentences has a gold entity" in said, (args[0], said)
+    assert (Path(trained_dir) / "maral_ner" / "cfg").read_bytes() == stored and not (tmp_path / "g.json").exists()
+
+
 def test_student_temperature_fits_only_on_the_students_own_language() -> None:
     from spacy_maral.evaluation.calibration import OFF_DEV_LANGUAGE_TEMPERATURE, student_temperature
 
@@ -607,7 +629,9 @@ def test_calibrate_cli_without_predicted_entities_keeps_temperature_one(trained_
 
     dev = tmp_path / "dev.spacy"
     vocab = spacy.blank("xx").vocab
-    DocBin(docs=[Doc(vocab, words=[".", ",", "."])]).to_disk(dev)  # punctuation: no entity
+    doc = Doc(vocab, words=[".", ",", "."])  # punctuation: no entity predicted
+    doc.ents = [doc.char_span(2, 3, label="LOC")]  # a gold one (a dev set without any is refused)
+    DocBin(docs=[doc]).to_disk(dev)
     out = tmp_path / "calibrated"
     run = run_cli("calibrate", trained_dir, dev, "--output", out)
     assert run.returncode == 0, run.stderr

@@ -36,7 +36,7 @@ def calibrate_command(
     with --target-lang other than --lang, the temperature of the development language's
     students is (spacy_maral.evaluation.calibration.student_temperature).
     """
-    from spacy_maral.corpora.target_path import check_target_path
+    from spacy_maral.corpora.target_path import check_gold_entities, check_gold_path
     from spacy_maral.fileio import atomic_write_text, check_output_file, check_replaceable, replace_dir, replace_owned_dir
     from spacy_maral.pipeline.location import check_pipeline_found
     from spacy_maral.util import Printer
@@ -52,7 +52,7 @@ def calibrate_command(
             msg.fail(str(err), exits=1)
     try:  # before the model loads or is touched (and before spaCy and torch are imported)
         check_output_file(report, "--report")
-        check_target_path(dev_path)
+        check_gold_path(dev_path)
         check_pipeline_found(model)
     except ValueError as err:
         msg.fail(f"calibrate: {err}", exits=1)
@@ -80,6 +80,7 @@ def calibrate_command(
             docs = docs[:limit]
         if not docs:
             raise ValueError(f"{dev_path} holds no sentences")
+        check_gold_entities(docs, dev_path)
         with tokenizer_rules(nlp, lang), msg.loading(f"predicting {len(docs)} sentences of {dev_path}"):
             logits, classes, correct = entity_logits(nlp, docs, batch_size=batch_size)
     except (OSError, ValueError) as err:

@@ -19,13 +19,17 @@ def check_text_command(
     """
     from spacy_maral.corpora.target_path import check_target_path
     from spacy_maral.util import Printer
-    from spacy_maral.workflow.languages import lang_path, split_langs
+    from spacy_maral.workflow.languages import check_text_template, lang_path, split_langs
 
     msg = Printer()
     try:
         codes = split_langs(langs)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="LANGS") from err
+    try:
+        check_text_template(text, codes)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--text") from err
     failed, paths = [], {}
     for lang in codes:  # a missing text, at once (spaCy, which the other checks need, takes seconds to import)
         try:

@@ -88,7 +88,7 @@ def evaluate_command(
     reliability diagram and a displaCy page of the last pipeline.
     """
 
-    from spacy_maral.corpora.target_path import check_target_path
+    from spacy_maral.corpora.target_path import check_gold_entities, check_gold_path
     from spacy_maral.fileio import atomic_write_text, check_output_file
     from spacy_maral.pipeline.location import check_pipeline_found
     from spacy_maral.util import Printer
@@ -99,7 +99,7 @@ def evaluate_command(
             check_output_file(path, option)
         check_output_file(per_sentence_path(output) if output is not None else None, "--output's per-sentence file")
         if not (if_exists and not test_path.exists()):
-            check_target_path(test_path)  # a missing or unreadable test set, before the pipelines load
+            check_gold_path(test_path)  # a missing or unreadable test set, before the pipelines load
     except ValueError as err:
         msg.fail(f"evaluate: {err}", exits=1)
     if if_exists and not test_path.exists():
@@ -143,6 +143,7 @@ def evaluate_command(
                 docs = docs[:limit]
             if not docs:
                 raise ValueError(f"{test_path} holds no sentences")
+            check_gold_entities(docs, test_path)
             msg.info(f"{name}: {path} on {len(docs)} sentences of {test_path} (tokenizer rules: {tokenizer_lang(nlp)})")
             result = evaluate_pipeline(nlp, docs, batch_size=batch_size)
             result["raw_text"] = evaluate_raw_text(nlp, docs, batch_size=batch_size)

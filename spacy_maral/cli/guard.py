@@ -56,7 +56,7 @@ def guard_command(
     interpolated with it), checked the same way, before the teacher is chosen.
     """
 
-    from spacy_maral.corpora.target_path import check_target_path
+    from spacy_maral.corpora.target_path import check_gold_entities, check_gold_path, check_target_path
     from spacy_maral.pipeline.location import check_pipeline_found
     from spacy_maral.training.fallback import check_fallback_weight
     from spacy_maral.util import Printer
@@ -70,9 +70,9 @@ def guard_command(
         raise typer.BadParameter(f"{max_label_shift:g} is not a total variation distance (0 to 1)", param_hint="--max-label-shift")
     if fallback_weight > 0 and (fallback_dir is None or pseudo_labels is None):
         raise typer.BadParameter("a fallback needs --fallback-dir and --pseudo-labels", param_hint="--fallback-weight")
-    for name, path in (("DEV", dev_path), ("TARGET_TEXT", target_text)):
+    for name, path, check in (("DEV", dev_path, check_gold_path), ("TARGET_TEXT", target_text, check_target_path)):
         try:
-            check_target_path(path)
+            check(path)
         except ValueError as err:
             msg.fail(f"guard: {name}: {err}", exits=1)
     for name, path in (("TEACHER", teacher_path), ("STUDENT", student_path)):
@@ -119,6 +119,7 @@ def guard_command(
         texts = texts[:target_limit] if target_limit > 0 else texts
         if not dev or not texts:
             raise ValueError(f"no sentences in {dev_path if not dev else target_text}")
+        check_gold_entities(dev, dev_path)
         limits = GuardThresholds(max_dev_drop=max_dev_drop, min_agreement=min_agreement, max_class_cosine=max_class_cosine,
                                  max_label_shift=max_label_shift)
         with msg.loading(f"checking the student on {len(dev)} source dev and {len(texts)} target sentences"):

@@ -41,7 +41,7 @@ def select_checkpoint_command(
     --output in the shape of students.json, each student's model its pick, with the rule and
     every candidate's F1.
     """
-    from spacy_maral.corpora.target_path import check_target_path
+    from spacy_maral.corpora.target_path import check_gold_entities, check_gold_path
     from spacy_maral.fileio import check_output_file
     from spacy_maral.training.run_summary import read_summary
     from spacy_maral.training.selection import select_runs, selection_dev
@@ -53,7 +53,7 @@ def select_checkpoint_command(
     except ValueError as err:
         msg.fail(f"select-checkpoint: {err}", exits=1)
     try:
-        check_target_path(ranking.path)
+        check_gold_path(ranking.path)
     except ValueError as err:
         msg.fail(f"select-checkpoint: the {ranking.name} set: {err}", exits=1)
     try:
@@ -79,6 +79,7 @@ def select_checkpoint_command(
             dev.extend(docs[:dev_limit] if dev_limit > 0 else docs)
             if not dev:
                 raise ValueError(f"no sentences in {ranking.path}")
+            check_gold_entities(dev, ranking.path)
         return dev_f1(nlp, dev, ranking.lang, batch_size)
 
     def progress(i: int, n: int, path: Path) -> None:

@@ -5,7 +5,7 @@ neither spaCy nor torch, so that commands refuse such a path at once."""
 import re
 from itertools import islice
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 from spacy_maral.corpora.lines import decoded_lines
 
@@ -50,3 +50,32 @@ def conll_looking_line(path: Path) -> Optional[Tuple[int, str]]:
             return number, line
     tagged = [(n, line) for n, line in lines if len(line.split()) >= 2 and TAG_COLUMN.match(line.split()[-1])]
     return tagged[0] if len(lines) >= 2 and len(tagged) >= 0.8 * len(lines) else None
+
+
+def check_gold_path(path: Path) -> None:
+    """Raise a clear ValueError for a gold corpus (a dev or test set, read for its entity
+    tags) that check_target_path refuses, or that is plain text, whose sentences carry
+    no tags (scored against it, every prediction would be wrong: a stored score map
+    fitted to that, a guard that sees no source dev F1 to lose).
+
+    path (Path): a `.spacy` file or folder of them, or a CoNLL-style file.
+    """
+    check_target_path(path)
+    suffix = path.suffix.lower()
+    if path.is_file() and suffix != ".spacy" and suffix not in CONLL_SUFFIXES:
+        raise ValueError(
+            f"{path} is read as plain text, one sentence a line, without entity tags: a gold corpus is "
+            f".spacy or a CoNLL-style file ({', '.join(CONLL_SUFFIXES)})"
+        )
+
+
+def check_gold_entities(docs: Sequence[Any], path: Path) -> None:
+    """Raise ValueError where the sentences of a gold corpus hold no entity at all (a
+    corpus whose tags were lost, or all O), before anything is scored or fitted on it.
+
+    docs (Sequence[Doc]): the corpus's sentences, their gold entities in doc.ents.
+    path (Path): the corpus, for the message.
+    """
+    if docs and not any(doc.ents for doc in docs):
+        raise ValueError(f"{path}: none of its {len(docs)} sentences has a gold entity (are its tags lost, or all O?): "
+                         "a gold corpus with entity tags is needed here")

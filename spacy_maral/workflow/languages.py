@@ -66,6 +66,18 @@ def lang_path(template: str, lang: str) -> Path:
     return Path(template.replace("{lang}", lang))
 
 
+def check_text_template(template: str, langs: Sequence[str]) -> None:
+    """Raise ValueError where several languages would read one raw text: `template` has
+    no `{lang}` (each student would be trained on the same sentences).
+
+    template (str): the raw texts' path (--text, the workflow's target_text).
+    langs (Sequence[str]): the target languages.
+    """
+    if len(langs) > 1 and "{lang}" not in template:
+        raise ValueError(f"{template} has no {{lang}}: {', '.join(langs)} would all read this one text; give each "
+                         "language its own, e.g. data/{lang}.txt")
+
+
 def split_langs(langs: str) -> List[str]:
     """The language codes of a comma-separated list ("de, es,fi" -> ["de", "es", "fi"]),
     each once, in order.
@@ -221,9 +233,11 @@ def run_languages(
     echo (Callable): prints a progress line.
     RETURNS (Dict[str, LanguageOutcome]): each language's outcome, also written to
         PROJECT/metrics/languages.json after each language.
-    RAISES (ValueError): `project` holds no project.yml (nothing is run or written).
+    RAISES (ValueError): `project` holds no project.yml, or several languages would read
+        one text (check_text_template); nothing is run or written.
     """
     project = Path(project)
+    check_text_template(text, langs)
     if not (project / "project.yml").is_file():
         raise ValueError(f"{project.resolve()} is not a spaCy project (no project.yml): give --project, the folder "
                          "of the spacy-maral project whose teachers are trained")
