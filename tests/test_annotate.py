@@ -224,6 +224,27 @@ def test_an_input_without_a_document_is_an_error_before_any_output(ruler_dir, tm
     assert not list((tmp_path / "out").glob("part-*")) and not (tmp_path / "out" / "_manifest.json").exists()
 
 
+def test_a_corpus_file_given_as_text_is_refused_naming_it(tmp_path) -> None:
+    """A CoNLL-style file was annotated a token line a document (2031 documents from a
+    test set); a .spacy or compressed file was said to be "all blank"."""
+    from spacy_maral.inference.annotate.inputs import input_files
+
+    conll = tmp_path / "test.txt"
+    conll.write_text("-DOCSTART- O\n\nParis B-LOC\nis O\nbig O\n", encoding="utf8")
+    tagged = tmp_path / "de.conll"
+    tagged.write_text("Paris B-LOC\n", encoding="utf8")
+    for path, message in ((conll, "test.txt, line 1: a CoNLL-style file"), (tagged, "de.conll, line 1: a CoNLL-style file"),
+                          (tmp_path / "c.spacy", "not .spacy"), (tmp_path / "c.txt.gz", "not .gz")):
+        if not path.exists():
+            path.write_bytes(b"\x1f\x8b binary")
+        with pytest.raises(ValueError, match=message):
+            input_files(path)
+        assert [f.format for f in input_files(path, "text")] == ["text"]  # --format text: read as given
+    prose = tmp_path / "prose.txt"
+    prose.write_text("Paris is big.\nRome is old.\n", encoding="utf8")
+    assert [f.format for f in input_files(prose)] == ["text"]
+
+
 def test_the_command_checks_local_input_before_the_model_loads(tmp_path) -> None:
     """A repeated id or an input without a document is refused before anything loads:
     here the model is an empty folder, which would not load, and its error does not come first."""

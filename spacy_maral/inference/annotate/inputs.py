@@ -10,6 +10,7 @@ import pyarrow
 import pyarrow.parquet as pq
 
 from spacy_maral.corpora.lines import decode_line
+from spacy_maral.corpora.target_path import CONLL_SUFFIXES, conll_looking_line
 from spacy_maral.fileio import check_output_dir
 from spacy_maral.fingerprint import bytes_digest
 
@@ -145,7 +146,25 @@ def input_files(path: Union[str, Path], fmt: str = "auto") -> List[InputFile]:
         return [InputFile(p, p.relative_to(path).as_posix(), file_format(p, fmt)) for p in files]
     if not path.exists():
         raise ValueError(f"the input {path} does not exist")
+    if fmt == "auto" and file_format(path) == "text":
+        check_not_a_corpus(path)
     return [InputFile(path, path.name, file_format(path, fmt))]
+
+
+def check_not_a_corpus(path: Path) -> None:
+    """Refuse a local file that `auto` would read as text, a document a line, but that is
+    a `.spacy` corpus, compressed, or CoNLL-style (a document per token line otherwise).
+
+    path (Path): the input file (given alone; --format text reads it as text anyway).
+    """
+    suffix = path.suffix.lower()
+    if suffix in (".spacy", ".gz", ".bz2", ".xz", ".zip"):
+        raise ValueError(f"{path}: annotate reads text (a document a line), JSONL or Parquet, not {suffix}: "
+                         "write its documents one a line to a .txt file first")
+    found = (1, "") if suffix in CONLL_SUFFIXES else conll_looking_line(path)
+    if found is not None:
+        raise ValueError(f"{path}, line {found[0]}: a CoNLL-style file (a token a line), which annotate would read as "
+                         "a document a line: write its sentences one a line to a .txt file first (or give --format text)")
 
 
 def check_output_outside(input_path: Union[str, Path], output_dir: Union[str, Path]) -> None:
