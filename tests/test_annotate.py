@@ -233,7 +233,7 @@ def test_a_corpus_file_given_as_text_is_refused_naming_it(tmp_path) -> None:
     conll.write_text("-DOCSTART- O\n\nParis B-LOC\nis O\nbig O\n", encoding="utf8")
     tagged = tmp_path / "de.conll"
     tagged.write_text("Paris B-LOC\n", encoding="utf8")
-    for path, message in ((conll, "test.txt, line 1: a CoNLL-style file"), (tagged, "de.conll, line 1: a CoNLL-style file"),
+    for path, message in ((conll, "test.txt, line 1: a CoNLL-style file"), (tagged, r"de.conll: a \.conll file is CoNLL-style"),
                           (tmp_path / "c.spacy", "not .spacy"), (tmp_path / "c.txt.gz", "not .gz")):
         if not path.exists():
             path.write_bytes(b"\x1f\x8b binary")

@@ -397,3 +397,23 @@ def test_pseudo_label_refuses_its_input_folder_as_output_before_the_teacher_load
     result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "empty-teacher"), str(corpus / "fi.txt"), str(corpus / "notes.md")])
     assert result.exit_code == 1 and "empty-teacher" not in result.output
     assert "notes.md is a file, not a folder" in " ".join(result.output.split())
+
+
+def test_a_text_missing_where_the_workflow_reads_it_is_refused_naming_the_path(tmp_path, monkeypatch) -> None:
+    """A relative --text given from the current folder, not the project's, failed inside
+    spaCy's project runner ("Missing dependency") for each language in turn."""
+    project = FakeProject(tmp_path / "project")
+    (tmp_path / "data").mkdir()
+    write(tmp_path / "data" / "de.txt", [GERMAN])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="nothing was run: de: target corpus .*project/data/de.txt does not exist "
+                                         r"\(data/de.txt is there from the current folder: give its absolute path\); "
+                                         "fi: target corpus .*project/data/fi.txt does not exist$"):
+        run_languages(project.root, ["de", "fi"], "data/{lang}.txt", "none", "maral_ner", run=project, echo=lambda line: None)
+    assert project.calls == [] and not (project.root / "metrics").exists()
+    (project.root / "data").mkdir()
+    write(project.root / "data" / "de.txt", [GERMAN])
+    (project.root / "data" / "fi.txt").write_text("Paris B-LOC\nis O\nbig O\n", encoding="utf8")
+    with pytest.raises(ValueError, match="nothing was run: fi: .*fi.txt, line 1: 'Paris B-LOC' is a CoNLL-style token line"):
+        run_languages(project.root, ["de", "fi"], "data/{lang}.txt", "none", "maral_ner", run=project, echo=lambda line: None)
+    assert project.calls == []

@@ -58,7 +58,7 @@ def test_two_seeds_side_by_side_then_kept(setup, tmp_path) -> None:
 def test_a_failed_teacher_is_named_with_its_log(setup, tmp_path) -> None:
     _, config = setup
     with pytest.raises(RuntimeError, match=r"teacher-s3 failed, see .*teacher-s3/train.log"):
-        train_per_seed(config, tmp_path / "t", [3], ["--paths.train", str(tmp_path / "missing.spacy")], report=lambda _: None)
+        train_per_seed(config, tmp_path / "t", [3], ["--paths.encoder", str(tmp_path / "missing")], report=lambda _: None)
     assert not (tmp_path / "t" / "teachers.json").exists() and not (tmp_path / "t" / "teacher-s3" / "timing.json").exists()
 
 
@@ -71,6 +71,28 @@ def test_settings_refused_before_any_work(setup, tmp_path) -> None:
     with pytest.raises(ValueError, match="does not exist"):
         train_per_seed(tmp_path / "nope.cfg", tmp_path / "t", [0])
     assert not (tmp_path / "t").exists()
+
+
+def test_a_corpus_not_given_or_missing_is_refused_before_any_training(setup, tmp_path) -> None:
+    """train-teachers without --paths.train ran every teacher into spaCy's own error, a
+    traceback each after their imports (40 s)."""
+    _, config = setup
+    with pytest.raises(ValueError, match=r"no --paths.train: the config .* reads it as corpora.train.path and sets none"):
+        train_per_seed(config, tmp_path / "t", [0, 1], ["--paths.train", "null"])
+    with pytest.raises(ValueError, match=r"--paths.dev .*missing.spacy does not exist \(read as the config's corpora.dev.path\)"):
+        train_per_seed(config, tmp_path / "t", [0], ["--paths.dev=" + str(tmp_path / "missing.spacy")])
+    with pytest.raises(ValueError, match=r"--corpora.train.path .*gone.spacy does not exist"):  # the setting's own override
+        train_per_seed(config, tmp_path / "t", [0], ["--corpora.train.path", str(tmp_path / "gone.spacy")])
+    assert not (tmp_path / "t").exists()
+    adapt = REPO / "configs" / "adapt.cfg"  # a student reads its source and target corpora by their own names
+    with pytest.raises(ValueError, match="no --paths.source: .* corpora.train.source"):
+        train_per_seed(adapt, tmp_path / "s", [100], [], role="student")
+    from typer.testing import CliRunner
+
+    from spacy_maral.cli import app
+
+    result = CliRunner().invoke(app, ["train-teachers", str(REPO / "configs" / "source.cfg"), str(tmp_path / "t"), "--seeds", "0"])
+    assert result.exit_code == 2 and "no --paths.train" in result.output and not (tmp_path / "t").exists()
 
 
 def test_train_teachers_command_errors(setup, tmp_path) -> None:

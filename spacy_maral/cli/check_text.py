@@ -32,9 +32,10 @@ def check_text_command(
         raise typer.BadParameter(str(err), param_hint="--text") from err
     failed, paths = [], {}
     for lang in codes:  # a missing text, at once (spaCy, which the other checks need, takes seconds to import)
+        path = lang_path(text, lang)
         try:
-            check_target_path(lang_path(text, lang))
-            paths[lang] = lang_path(text, lang)
+            check_target_path(path)
+            paths[lang] = path
         except ValueError as err:
             failed.append(lang)
             msg.fail(f"{lang}: {err}")

@@ -18,8 +18,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from spacy_maral.corpora.target_path import check_target_path
 from spacy_maral.fileio import atomic_write_text
 from spacy_maral.fingerprint import path_digest
+from spacy_maral.workflow.overrides import override_value
 
 SUMMARY = Path("metrics") / "languages.json"
 # what every language's workflow is trained from, beside its own text, as files of the
@@ -78,6 +80,28 @@ def check_text_template(template: str, langs: Sequence[str]) -> None:
                          "language its own, e.g. data/{lang}.txt")
 
 
+def check_texts_found(project: Path, template: str, langs: Sequence[str]) -> None:
+    """Raise ValueError naming every language whose raw text is not where its workflow
+    will read it: a relative path is read from the project folder (with a hint where the
+    same path exists from the current folder instead).
+
+    project (Path): the project folder, where each language's workflow runs.
+    template (str): the raw texts' path, `{lang}` where the code goes.
+    langs (Sequence[str]): the target languages.
+    """
+    missing = []
+    for lang in langs:
+        path = lang_path(template, lang)
+        try:
+            check_target_path((project / path).resolve())
+        except ValueError as err:
+            here = not path.is_absolute() and path.exists() and not (project / path).exists()
+            missing.append(f"{lang}: {err}" + (f" ({path} is there from the current folder: give its absolute path)" if here else ""))
+    if missing:
+        raise ValueError("a language's raw text can't be read where its workflow runs (a relative --text is read "
+                         "from the project folder); nothing was run: " + "; ".join(missing))
+
+
 def split_langs(langs: str) -> List[str]:
     """The language codes of a comma-separated list ("de, es,fi" -> ["de", "es", "fi"]),
     each once, in order.
@@ -114,12 +138,7 @@ def setting(project: Path, settings: Sequence[str], key: str) -> Optional[str]:
     settings (Sequence[str]): the workflow's `--vars` arguments.
     key (str): the variable's name.
     """
-    flag, value = f"--vars.{key}", None
-    for i, arg in enumerate(settings):
-        if arg == flag and i + 1 < len(settings):
-            value = settings[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
+    value = override_value(settings, f"vars.{key}")
     if value is None and (project / "project.yml").is_file():
         import srsly
 
@@ -233,14 +252,16 @@ def run_languages(
     echo (Callable): prints a progress line.
     RETURNS (Dict[str, LanguageOutcome]): each language's outcome, also written to
         PROJECT/metrics/languages.json after each language.
-    RAISES (ValueError): `project` holds no project.yml, or several languages would read
-        one text (check_text_template); nothing is run or written.
+    RAISES (ValueError): `project` holds no project.yml, several languages would read
+        one text (check_text_template), or a language's text is missing or not plain
+        text (check_texts_found); nothing is run or written.
     """
     project = Path(project)
     check_text_template(text, langs)
     if not (project / "project.yml").is_file():
         raise ValueError(f"{project.resolve()} is not a spaCy project (no project.yml): give --project, the folder "
                          "of the spacy-maral project whose teachers are trained")
+    check_texts_found(project, text, langs)
     recorded = read_summary(project)
     outcomes: Dict[str, LanguageOutcome] = {}
     for i, lang in enumerate(langs, start=1):

@@ -33,6 +33,7 @@ from spacy_maral.training.callbacks import find_checkpoint
 from spacy_maral.training.run_summary import ROLES, check_role, runs_key, summary_name
 from spacy_maral.training.selection import SNAPSHOTS
 from spacy_maral.workflow.measured import read_measurement
+from spacy_maral.workflow.overrides import override_value
 from spacy_maral.workflow.parallel import run_parallel
 
 RESERVED = ("--output", "-o", "--system.seed")  # set by train_per_seed for every run
@@ -56,6 +57,8 @@ RUN_STATE: Dict[str, Sequence[str]] = {"teacher": (), "student": tuple(
 # files of an input folder that record how a run went, not what it made (a rerun that keeps
 # everything rewrites them): the pseudo-labels' lock and summary, the encoder's build record
 RUN_RECORDS = ("_lock", "summary.json", "build_info.json")
+# the corpora `spacy train` loads: the settings of [training] that name them, and spaCy's defaults
+READ_CORPORA = (("train_corpus", "corpora.train"), ("dev_corpus", "corpora.dev"))
 
 
 def run_dir(output_dir: Path, seed: int, role: str = "teacher") -> Path:
@@ -74,6 +77,44 @@ def check_overrides(overrides: Sequence[str], role: str = "teacher") -> None:
             raise ValueError(f"{name} is set for each {role} by train-{role}s ({own}); leave it out")
         if name in SHARED_FILES:
             raise ValueError(f"{name} would be one file for every {role}, written by all of them at once; leave it out")
+
+
+def check_corpus_paths(config: Path, overrides: Sequence[str]) -> None:
+    """Raise ValueError where a corpus the runs read is not given or does not exist:
+    each setting of the corpora that training loads (READ_CORPORA) that is a `${paths.NAME}`, with
+    the value of its override (`--paths.NAME`, or `--corpora.X.KEY` for the setting)
+    or else the config's. Checked before any training starts: each one would fail in
+    spaCy's own check after its imports, one traceback per run.
+
+    config (Path): the training config.
+    overrides (Sequence[str]): the `spacy train` arguments shared by the runs.
+    """
+    from confection import Config
+
+    try:
+        raw_config = Config().from_disk(config, interpolate=False)
+    except Exception:  # noqa: BLE001 (confection's errors share no base): spaCy reports a config it can't read in full
+        return
+    sections, paths, training = raw_config.get("corpora") or {}, raw_config.get("paths") or {}, raw_config.get("training") or {}
+    read = {str(training.get(key, default)).split(".", 1)[-1] for key, default in READ_CORPORA}
+    for corpus, settings in sections.items():
+        if corpus not in read:  # a corpus that spacy train does not load
+            continue
+        for key, raw in (settings.items() if isinstance(settings, dict) else ()):
+            if not (isinstance(raw, str) and raw.startswith("${paths.") and raw.endswith("}")):
+                continue
+            name = raw[len("${paths."):-1]
+            flag = f"--corpora.{corpus}.{key}"
+            value = override_value(overrides, flag[2:])
+            if value is None:
+                flag, value = f"--paths.{name}", override_value(overrides, f"paths.{name}")
+            if value is None:
+                flag, value = f"the config's paths.{name}", paths.get(name)
+            if value in (None, "", "null", "None"):
+                raise ValueError(f"no --paths.{name}: the config {config} reads it as corpora.{corpus}.{key} and sets "
+                                 f"none; give it: --paths.{name} PATH")
+            if not Path(str(value)).exists():
+                raise ValueError(f"{flag} {value} does not exist (read as the config's corpora.{corpus}.{key})")
 
 
 def train_per_seed(
@@ -116,6 +157,8 @@ def train_per_seed(
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"give distinct seeds (got {list(seeds)})")
     check_overrides(overrides, role)
+    if seeds:  # no runs: an empty summary, which reads nothing
+        check_corpus_paths(config, overrides)
     inputs = run_inputs(config, overrides) if seeds else {}  # no runs: nothing to read
     todo = [s for s in seeds if not _finished(config, output_dir, s, overrides, role, inputs)]
     for seed in seeds:

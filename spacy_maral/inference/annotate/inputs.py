@@ -10,7 +10,7 @@ import pyarrow
 import pyarrow.parquet as pq
 
 from spacy_maral.corpora.lines import decode_line
-from spacy_maral.corpora.target_path import CONLL_SUFFIXES, conll_looking_line
+from spacy_maral.corpora.target_path import CONLL_SUFFIXES, NOT_PLAIN_TEXT, conll_looking_line
 from spacy_maral.fileio import check_output_dir
 from spacy_maral.fingerprint import bytes_digest
 
@@ -158,13 +158,17 @@ def check_not_a_corpus(path: Path) -> None:
     path (Path): the input file (given alone; --format text reads it as text anyway).
     """
     suffix = path.suffix.lower()
-    if suffix in (".spacy", ".gz", ".bz2", ".xz", ".zip"):
+    if suffix == ".spacy" or suffix in NOT_PLAIN_TEXT:  # what is left of NOT_PLAIN_TEXT here: compressed
         raise ValueError(f"{path}: annotate reads text (a document a line), JSONL or Parquet, not {suffix}: "
                          "write its documents one a line to a .txt file first")
-    found = (1, "") if suffix in CONLL_SUFFIXES else conll_looking_line(path)
+    advice = "write its sentences one a line to a .txt file first (or give --format text)"
+    if suffix in CONLL_SUFFIXES:
+        raise ValueError(f"{path}: a {suffix} file is CoNLL-style (a token a line), which annotate would read as "
+                         f"a document a line: {advice}")
+    found = conll_looking_line(path)
     if found is not None:
         raise ValueError(f"{path}, line {found[0]}: a CoNLL-style file (a token a line), which annotate would read as "
-                         "a document a line: write its sentences one a line to a .txt file first (or give --format text)")
+                         f"a document a line: {advice}")
 
 
 def check_output_outside(input_path: Union[str, Path], output_dir: Union[str, Path]) -> None:
