@@ -98,16 +98,24 @@ def install_package_command(
     dependencies, spacy-maral included, are already in the environment that built it),
     then checks that `spacy.load(package)` works outside the project directory.
     """
+    from spacy_maral.pipeline.packaged import installed_tokenizer_lang, wheel_tokenizer_lang
+
     msg = Printer()
     wheels = sorted(Path(dist_dir).glob("*.whl"), key=lambda p: p.stat().st_mtime)
     if not wheels:
         msg.fail(f"install-package: no .whl file in {dist_dir}", exits=1)
     interpreter = sys.executable if python in ("", "current") else python
+    package = wheels[-1].name.split("-")[0]
+    new_lang, old_lang = wheel_tokenizer_lang(wheels[-1]), installed_tokenizer_lang(interpreter, package)
+    if old_lang and new_lang and old_lang != new_lang:
+        msg.warn(f"install-package: the {package} installed now is a {old_lang} pipeline; this {new_lang} one replaces "
+                 f"it, and spacy.load({package!r}) loads {new_lang} from now on. To keep a package per language, give "
+                 "each its own name (the workflow's `name`, or one run of several `target_langs`: NAME_LANG each); "
+                 f"pip install the earlier wheel to go back")
     cmd = [interpreter, "-m", "pip", "install", "--no-deps", "--force-reinstall", "-q", str(wheels[-1])]
     msg.text(" ".join(cmd))
     if subprocess.run(cmd).returncode != 0:
         raise typer.Exit(code=1)
-    package = wheels[-1].name.split("-")[0]
     msg.text(f"installed {package} ({wheels[-1].name})")
     if check_file is not None:
         with tempfile.TemporaryDirectory() as elsewhere:

@@ -1,0 +1,53 @@
+"""What a pipeline package holds, read without loading it: the tokenizer language of a
+built wheel and of the package of that name installed in an environment, so that
+installing one language's package over another's says so."""
+import subprocess
+import zipfile
+from pathlib import Path
+from typing import Optional
+
+# prints the folder of an installed package (nothing where there is none), run by the
+# environment's own interpreter
+_FIND = ("import importlib.util, sys; s = importlib.util.find_spec(sys.argv[1]); "
+         "print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')")
+
+
+def config_tokenizer_lang(config_text: str) -> Optional[str]:
+    """The tokenizer language a pipeline's config.cfg gives: its `[nlp.tokenizer]` lang
+    where it has one (spacy_maral.tokenizer.v1), else its `[nlp]` lang; None where the
+    text is not a config.
+
+    config_text (str): the config file's text.
+    """
+    from confection import Config
+
+    try:
+        nlp = Config().from_str(config_text, interpolate=False).get("nlp") or {}
+    except Exception:  # noqa: BLE001 (confection's errors share no base): not a config we can read
+        return None
+    lang = (nlp.get("tokenizer") or {}).get("lang") or nlp.get("lang")
+    return str(lang) if lang else None
+
+
+def wheel_tokenizer_lang(wheel: Path) -> Optional[str]:
+    """The tokenizer language of the pipeline in a wheel built by `spacy package` (its
+    config.cfg); None where it holds none.
+
+    wheel (Path): the .whl file.
+    """
+    with zipfile.ZipFile(wheel) as archive:
+        configs = [name for name in archive.namelist() if name.endswith("/config.cfg")]
+        return config_tokenizer_lang(archive.read(configs[0]).decode("utf8")) if configs else None
+
+
+def installed_tokenizer_lang(interpreter: str, package: str) -> Optional[str]:
+    """The tokenizer language of `package` as installed in the environment of
+    `interpreter` (its data folder's config.cfg); None where it is not installed.
+
+    interpreter (str): the Python whose environment is asked.
+    package (str): the package name, e.g. xx_maral_ner.
+    """
+    found = subprocess.run([interpreter, "-c", _FIND, package], capture_output=True, text=True)
+    folder = found.stdout.strip() if found.returncode == 0 else ""
+    configs = sorted(Path(folder).glob("*/config.cfg")) if folder else []
+    return config_tokenizer_lang(configs[-1].read_text(encoding="utf8")) if configs else None
