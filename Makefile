@@ -65,7 +65,7 @@ export MARAL_CONLL_DIR ?= $(abspath $(DATA))
 TEST_WORKERS ?= $(shell nproc)
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadscope
 
-.PHONY: setup test test-fast all conll benchmark browser clean-venv
+.PHONY: setup test test-fast all conll benchmark browser clean-venv data-path
 setup: $(VENV)/.installed browser
 
 $(VENV)/.installed: setup.py constraints.txt
@@ -87,7 +87,7 @@ all: setup
 
 # the same workflow on the CoNLL data in $(DATA), English -> $(TARGETS), at the budget of
 # the results in BENCHMARKS.md (run times: README)
-conll: setup
+conll: data-path setup
 	cd project && ../$(PY) -m spacy project run all . --vars.data_dir $(abspath $(DATA)) \
 	  --vars.target_langs $(TARGETS) --vars.target_text "$(abspath $(DATA))/{lang}/train.conll" \
 	  --vars.target_test "$(abspath $(DATA))/{lang}/test.conll" --vars.dev_lang $(DEV_LANG) --vars.student_temperature $(STUDENT_TEMPERATURE) --vars.ensemble_seeds "$(ENSEMBLE_SEEDS)" \
@@ -100,13 +100,19 @@ conll: setup
 # the benchmark project (benchmarks/project.yml) on the CoNLL data: spaCy ner, the maral
 # teacher, the MARAL student and its ablations, side by side; report and plots in
 # benchmarks/metrics/conll-$(TARGET) (git-ignored; results worth keeping go to benchmarks/results)
-benchmark: setup
+benchmark: data-path setup
 	cd benchmarks && ../$(PY) -m spacy project run benchmark . --vars.data_dir $(abspath $(DATA)) \
 	  --vars.target_lang $(TARGET) --vars.target_text $(abspath $(DATA))/$(TARGET)/train.conll \
 	  --vars.stage1_steps $(STAGE1_STEPS) --vars.stage2_steps $(STAGE2_STEPS) \
 	  --vars.target_docs $(MAX_TARGET_DOCS) --vars.stage2_epochs $(STAGE2_EPOCHS) \
 	  --vars.pseudo_limit $(PSEUDO_LIMIT) --vars.eval_every $(EVAL_EVERY) --vars.dev_limit $(DEV_LIMIT) \
 	  --vars.bench_dir metrics/conll-$(TARGET) --vars.speed_limit $(SPEED_LIMIT) $(VARS)
+
+# make splits a path at its spaces (abspath, the project's commands): refused, before set-up
+data-path:
+	@if [ "$(words $(DATA))" != 1 ]; then \
+	  echo 'DATA="$(DATA)": make cannot pass a path with spaces; give a link without them, e.g.' \
+	    'ln -s "$(DATA)" conll-data && make $(MAKECMDGOALS) DATA=conll-data' >&2; exit 2; fi
 
 # Debian's chromium, for the test that renders the displaCy page headless
 browser:

@@ -516,3 +516,16 @@ def test_the_seeds_reach_the_teacher_and_the_student(tmp_path) -> None:
     assert '--seeds ",1"' in scripts["adapt"]
     assert "--vars.student_seed 1 " in scripts["languages"]
     assert "--system.seed" not in scripts["ensemble"]  # the ensemble's teachers take their own seeds
+
+
+@pytest.mark.parametrize("goal", ["conll", "benchmark"])
+def test_make_refuses_a_data_path_with_spaces_before_anything_runs(goal, tmp_path) -> None:
+    """make split DATA="my data" at its space (abspath: two paths), and the workflow ran
+    on a folder that does not exist."""
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "my data").mkdir()
+    run = subprocess.run(["make", "-C", str(root), goal, f"DATA={tmp_path / 'my data'}", f"VENV={tmp_path / 'no-venv'}"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f'DATA="{tmp_path}/my data": make cannot pass a path with spaces' in run.stderr
+    assert not (tmp_path / "no-venv").exists()  # refused before the set-up
