@@ -218,7 +218,7 @@ def test_epoch_hook_writes_snapshots_every_n_steps(trained, tmp_path) -> None:
 
 
 def test_snapshots_from_picks_steps_in_order(tmp_path) -> None:
-    from spacy_maral.training.averaging import snapshots_from
+    from spacy_maral.training.snapshots import snapshots_from
 
     for step in (300, 100, 1000, 200):
         (tmp_path / f"step-{step:06d}").mkdir()

@@ -25,9 +25,10 @@ print(json.dumps({"code": code, "heavy": sorted(m for m in ("spacy", "thinc", "t
 MISSING_MODEL = "no pipeline {missing}: neither a pipeline folder nor an installed package"
 
 
-def commands(text: Path, gold: Path, students: Path, missing: Path, out: Path):
+def commands(text: Path, gold: Path, students: Path, missing: Path, out: Path, found: Path):
     """(arguments, what the refusal says) of every command that loads a pipeline, and of
-    check-text, the workflow's first step."""
+    check-text, the workflow's first step; `found` is a folder with a config.cfg, which
+    passes as a pipeline until it is loaded."""
     model = str(missing / "model")
     said_model = MISSING_MODEL.format(missing=model)
     return [
@@ -40,12 +41,15 @@ def commands(text: Path, gold: Path, students: Path, missing: Path, out: Path):
         (["calibrate", model, str(text)], f"calibrate: {text} is read as plain text"),
         (["calibrate", model, str(missing / "dev.conll")], f"target corpus {missing / 'dev.conll'} does not exist"),
         (["pseudo-label", model, str(text), str(out / "pl")], f"pseudo-label failed: {said_model}"),
-        (["pseudo-label", str(text.parent), str(text), str(out / "pl"), "--ensemble", model], said_model),
+        (["pseudo-label", str(found), str(text), str(out / "pl"), "--ensemble", model], said_model),
         (["pseudo-label", model, str(missing / "t.txt"), str(out / "pl")], f"target corpus {missing / 't.txt'} does not exist"),
         (["annotate", model, str(text), str(out / "an")], f"annotate failed: {said_model}"),
         (["annotate", model, str(missing / "t.txt"), str(out / "an")], f"the input {missing / 't.txt'} does not exist"),
         (["guard", model, model, str(gold), str(text), "-o", str(out / "g.json")], f"guard: TEACHER: {said_model}"),
-        (["guard", str(text.parent), model, str(gold), str(text), "-o", str(out / "g.json")], f"guard: STUDENT: {said_model}"),
+        (["guard", str(found), model, str(gold), str(text), "-o", str(out / "g.json")], f"guard: STUDENT: {said_model}"),
+        (["predict", str(found.parent), "a sentence"], f"predict: {found.parent} is a folder without config.cfg, not a pipeline "
+                                                       f"folder: the pipelines in it are {found}"),
+        (["evaluate", str(gold), str(text)], f"evaluate: {text} is a file, not a pipeline folder"),
         (["guard", model, model, str(text), str(gold), "-o", str(out / "g.json")], f"guard: DEV: {text} is read as plain text"),
         (["guard", model, model, str(missing / "dev.spacy"), str(text), "-o", str(out / "g.json")], "guard: DEV: target corpus"),
         (["select-checkpoint", str(students), str(text), "-o", str(out / "s.json")], f"{text} is read as plain text"),
@@ -53,6 +57,8 @@ def commands(text: Path, gold: Path, students: Path, missing: Path, out: Path):
          f"{missing / 'students.json'} is not the summary of train-students"),
         (["select-checkpoint", str(students), str(missing / "dev.spacy"), "-o", str(out / "s.json")], "target corpus"),
         (["export", model, str(out / "exp")], f"export failed: {said_model}"),
+        (["average", str(found), str(found.parent), "-o", str(out / "avg")], f"average failed: {found.parent} is not a pipeline"),
+        (["average", "--snapshots", str(missing), "-o", str(out / "avg")], "average failed: no pipelines to average"),
         (["check-text", "fi,de", "--text", str(missing / "{lang}.txt")], "the text of fi, de can't be used"),
     ]
 
@@ -65,8 +71,11 @@ def test_a_missing_pipeline_or_corpus_is_refused_before_spacy_is_imported(tmp_pa
     missing, out = tmp_path / "nowhere", tmp_path / "out"
     students = tmp_path / "students.json"  # of train-students, its run's folder missing
     students.write_text(json.dumps({"students": {"0": {"model": str(missing / "student-s0" / "model-last")}}}), encoding="utf8")
+    found = tmp_path / "run" / "model-best"
+    found.mkdir(parents=True)
+    (found / "config.cfg").write_text("[nlp]\n", encoding="utf-8")
     failures = []
-    for args, said in commands(text, gold, students, missing, out):
+    for args, said in commands(text, gold, students, missing, out, found):
         result = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120)
         report = json.loads(result.stdout.strip().splitlines()[-1])
         shown = " ".join((result.stdout + result.stderr).split())

@@ -23,8 +23,8 @@ def average_command(
     those of the last input. Run `calibrate` on the result: averaging changes the scores.
     """
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
-    from spacy_maral.training.averaging import average_pipelines, snapshots_from
     from spacy_maral.training.run_summary import summary_models
+    from spacy_maral.training.snapshots import snapshots_from
     from spacy_maral.util import Printer
 
     msg = Printer()
@@ -54,6 +54,8 @@ def average_command(
                 factors = [float(w) for w in weights.split(",")]
             except ValueError as err:
                 raise ValueError(f"--weights {weights!r}: give numbers separated by commas") from err
+        from spacy_maral.training.averaging import average_pipelines  # spaCy and torch: after the checks
+
         nlp = average_pipelines(inputs, progress=lambda i, n, p: msg.info(f"[{i}/{n}] loading {p}"), weights=factors)
     except (OSError, ValueError) as err:
         msg.fail(f"average failed: {err}", exits=1)

@@ -46,13 +46,23 @@ def pipeline_found(model: Union[str, Path]) -> bool:
 
 
 def check_pipeline_found(model: Union[str, Path]) -> None:
-    """Raise ValueError naming `model` where spacy.load would find no pipeline there.
+    """Raise ValueError naming `model` where spacy.load would find no pipeline there, or a
+    path that is not a pipeline folder (a file, or a folder without config.cfg, such as
+    a training run's output folder, whose pipelines are its model-best and model-last).
 
     model (Union[str, Path]): a pipeline folder or an installed package name.
-    RAISES (ValueError): neither exists.
+    RAISES (ValueError): neither exists, or the path is not a pipeline folder.
     """
     if not pipeline_found(model):
         raise ValueError(
             f"no pipeline {model}: neither a pipeline folder nor an installed package of that name "
             "(give the folder of a trained pipeline, e.g. training/student/model-best, or `pip install` its package)"
         )
+    path = Path(str(model))
+    if isinstance(model, str) and (model.startswith("blank:") or installed_package(model)):
+        return
+    if not (path / "config.cfg").is_file():
+        inside = sorted(str(p.parent) for p in path.glob("*/config.cfg")) if path.is_dir() else []
+        kind = "a file" if path.is_file() else "a folder without config.cfg"
+        raise ValueError(f"{model} is {kind}, not a pipeline folder"
+                         + (f": the pipelines in it are {', '.join(inside)}" if inside else ""))

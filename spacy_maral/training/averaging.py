@@ -21,7 +21,6 @@ from thinc.api import Model, PyTorchShim
 
 from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.pipeline.maral_ner import MaralNER
-from spacy_maral.training.callbacks import snapshot_step
 
 WeightRef = Tuple[Callable[[], numpy.ndarray], Callable[[numpy.ndarray], None]]
 
@@ -168,27 +167,6 @@ def set_class_means(nlp: Language, means: Dict[str, numpy.ndarray]) -> None:
 
     for name, value in means.items():
         get_span_head(nlp.get_pipe(name).model).set_class_means(torch.from_numpy(value))
-
-
-def snapshots_from(snapshot_dir: Path, from_step: int = 0) -> List[Path]:
-    """The snapshots (SNAPSHOT_DIR/step-NNNNNN, written by the epoch hook) of step
-    `from_step` and later, in step order; none for a missing folder.
-
-    snapshot_dir (Path): the epoch hook's snapshot_dir.
-    from_step (int): the first step to include.
-    RAISES (ValueError): `snapshot_dir` is a file.
-    """
-    snapshot_dir = Path(snapshot_dir)
-    if snapshot_dir.is_file():
-        raise ValueError(f"--snapshots {snapshot_dir} is a file, not the epoch hook's snapshot folder")
-    if not snapshot_dir.is_dir():
-        return []
-    found = []
-    for path in snapshot_dir.iterdir():
-        step = snapshot_step(path)
-        if path.is_dir() and step is not None and step >= from_step:
-            found.append((step, path))
-    return [path for _, path in sorted(found)]
 
 
 def _labels(nlp: Language) -> List[Tuple[str, Tuple[str, ...]]]:

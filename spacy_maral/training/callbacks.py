@@ -6,9 +6,8 @@ from spacy.language import Language
 
 from spacy_maral.fileio import old_dir, replace_dir
 from spacy_maral.training.compact import keep_encoder_layers
+from spacy_maral.training.snapshots import snapshot_path
 from spacy_maral.util import logger, registry
-
-SNAPSHOT_PREFIX = "step-"  # a snapshot folder's name: step-NNNNNN (snapshot_path)
 
 
 def freeze_word_embeddings_of(nlp: Language) -> int:
@@ -181,17 +180,6 @@ def save_checkpoint(nlp: Language, path: Path) -> None:
         nlp.to_disk(tmp)
         (tmp / CHECKPOINT_MARKER).write_text("ok\n", encoding="utf8")
     logger.info("checkpoint written to %s", path)
-
-
-def snapshot_path(snapshot_dir: Path, step: int) -> Path:
-    """Where the snapshot of `step` goes: SNAPSHOT_DIR/step-NNNNNN (sorts by step)."""
-    return Path(snapshot_dir) / f"{SNAPSHOT_PREFIX}{step:06d}"
-
-
-def snapshot_step(path: Path) -> Optional[int]:
-    """The step of a snapshot folder (snapshot_path's step-NNNNNN), None for any other name."""
-    digits = Path(path).name[len(SNAPSHOT_PREFIX):]
-    return int(digits) if Path(path).name.startswith(SNAPSHOT_PREFIX) and digits.isascii() and digits.isdigit() else None
 
 
 def save_snapshot(nlp: Language, snapshot_dir: Path, step: int) -> Path:

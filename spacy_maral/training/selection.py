@@ -35,6 +35,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from spacy_maral.fileio import atomic_write_text
 from spacy_maral.training.run_summary import read_summary, runs_key
+from spacy_maral.training.snapshots import snapshot_step, snapshots_from
 
 SNAPSHOTS = "snapshots"  # a student's snapshot folder in its run folder (train-students sets it: workflow.per_seed.RUN_FILES)
 LAST = "model-last"
@@ -121,8 +122,6 @@ def checkpoint_candidates(run_folder: Path, skip_first: float = SKIP_FIRST) -> L
         snapshot.
     RAISES (ValueError): the run has no model-last, or `skip_first` is outside [0, 1).
     """
-    from spacy_maral.training.averaging import snapshots_from
-    from spacy_maral.training.callbacks import snapshot_step
 
     check_skip_first(skip_first)
     run_folder = Path(run_folder)
