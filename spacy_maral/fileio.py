@@ -199,14 +199,27 @@ def _check_the_way(name: str, folders: Iterable[Path], asked: Optional[Path] = N
             return
 
 
+def folder_owner(folder: Path) -> Optional[str]:
+    """The command whose output `folder` is (its OWNER_MARKER's written_by), or None
+    where it has no marker that says so."""
+    try:
+        record = json.loads((Path(folder) / OWNER_MARKER).read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return None
+    owner = record.get("written_by") if isinstance(record, dict) else None
+    return owner if isinstance(owner, str) else None
+
+
 def check_replaceable(path: Path, command: str) -> None:
     """Raise unless `path` may be replaced by `command`'s output: it does not exist, is an
-    empty folder, or holds the OWNER_MARKER that replace_dir writes. A user's folder
-    (anything else) is never written into.
+    empty folder, or holds the OWNER_MARKER of an earlier output of the same command. A
+    user's folder, or another command's output (a pipeline calibrated in place, a
+    training's snapshot), is never written into.
 
     path (Path): the folder given as an output.
     command (str): the command, for the message (e.g. "export").
-    RAISES (ValueError): `path` is a file, or a non-empty folder without the marker.
+    RAISES (ValueError): `path` is a file, or a non-empty folder without the marker or
+        with another command's.
     """
     path = Path(path)
     recover_dir(path)
@@ -214,8 +227,16 @@ def check_replaceable(path: Path, command: str) -> None:
         return
     if not path.is_dir():
         raise ValueError(f"{command}: {path} is a file, not a folder; nothing was written (choose a folder)")
-    if not any(path.iterdir()) or (path / OWNER_MARKER).is_file():
+    if not any(path.iterdir()):
         return
+    if (path / OWNER_MARKER).is_file():
+        owner = folder_owner(path)
+        if owner == command:
+            return
+        raise ValueError(
+            f"{command}: {path} holds what `{owner or 'an unknown command'}` wrote, not an output of {command}; "
+            "nothing was done: choose a new or empty folder (or remove that one yourself)"
+        )
     raise ValueError(
         f"{command}: {path} is not empty and was not written by spacy_maral (no {OWNER_MARKER} in it); "
         f"nothing was done: choose a new or empty folder"

@@ -247,8 +247,9 @@ def test_a_corpus_file_given_as_text_is_refused_naming_it(tmp_path) -> None:
 
 def test_the_command_checks_local_input_before_the_model_loads(tmp_path) -> None:
     """A repeated id or an input without a document is refused before anything loads:
-    here the model is an empty folder, which would not load, and its error does not come first."""
+    here the model is a folder with a config.cfg that would not load, and its error does not come first."""
     (tmp_path / "empty-model").mkdir()
+    (tmp_path / "empty-model" / "config.cfg").write_text("[nlp]\n", encoding="utf8")
     repeated = '{"id": 1, "text": "Paris ."}\n{"id": 1, "text": "Rome ."}\n'
     for name, content, message in (("corpus.jsonl", repeated, "the id '1' is already the id of"),
                                    ("corpus.txt", "\n  \n", "no document to annotate")):

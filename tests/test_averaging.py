@@ -79,8 +79,8 @@ def test_weighted_average_interpolates_the_weights_and_class_means(two_checkpoin
     # a weight of 0 leaves that pipeline out
     alone = average_pipelines([a_dir, b_dir], weights=[0.0, 1.0])
     assert torch.equal(head_of(alone).projection[0].weight, wb)
-    for bad in ([1.0], [0.0, 0.0], [-1.0, 2.0]):
-        with pytest.raises(ValueError, match="one weight >= 0 per pipeline"):
+    for bad in ([1.0], [0.0, 0.0], [-1.0, 2.0], [1.0, float("nan")], [1.0, float("inf")]):
+        with pytest.raises(ValueError, match="one finite weight >= 0 per pipeline"):
             average_pipelines([a_dir, b_dir], weights=bad)
 
 

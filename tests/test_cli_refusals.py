@@ -59,6 +59,12 @@ def commands(text: Path, gold: Path, students: Path, missing: Path, out: Path, f
         (["export", model, str(out / "exp")], f"export failed: {said_model}"),
         (["average", str(found), str(found.parent), "-o", str(out / "avg")], f"average failed: {found.parent} is not a pipeline"),
         (["average", "--snapshots", str(missing), "-o", str(out / "avg")], "average failed: no pipelines to average"),
+        (["average", "--runs", str(students), "-o", str(out / "avg")],
+         f"{students} lists {missing / 'student-s0' / 'model-last'}, which is not there"),
+        (["average", "--runs", str(students.with_name("selected.json")), "-o", str(out / "avg")],
+         "lists training/adapt-de/student-s0/model-last, which is not there from the current folder"),
+        (["average", str(found), str(found), "-o", str(out / "avg"), "--weights", "1,nan"],
+         "give one finite weight >= 0 per pipeline, not all 0 (2 pipelines, weights [1.0, nan])"),
         (["check-text", "fi,de", "--text", str(missing / "{lang}.txt")], "the text of fi, de can't be used"),
     ]
 
@@ -71,6 +77,8 @@ def test_a_missing_pipeline_or_corpus_is_refused_before_spacy_is_imported(tmp_pa
     missing, out = tmp_path / "nowhere", tmp_path / "out"
     students = tmp_path / "students.json"  # of train-students, its run's folder missing
     students.write_text(json.dumps({"students": {"0": {"model": str(missing / "student-s0" / "model-last")}}}), encoding="utf8")
+    relative = {"students": {"0": {"model": "training/adapt-de/student-s0/model-last"}}}  # as the workflow's, from its folder
+    students.with_name("selected.json").write_text(json.dumps(relative), encoding="utf8")
     found = tmp_path / "run" / "model-best"
     found.mkdir(parents=True)
     (found / "config.cfg").write_text("[nlp]\n", encoding="utf-8")

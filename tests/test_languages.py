@@ -417,3 +417,22 @@ def test_a_text_missing_where_the_workflow_reads_it_is_refused_naming_the_path(t
     with pytest.raises(ValueError, match="nothing was run: fi: .*fi.txt, line 1: 'Paris B-LOC' is a CoNLL-style token line"):
         run_languages(project.root, ["de", "fi"], "data/{lang}.txt", "none", "maral_ner", run=project, echo=lambda line: None)
     assert project.calls == []
+
+
+def test_the_closing_table_says_what_failed_and_what_shipped(tmp_path, monkeypatch) -> None:
+    """A failed language was listed "not scored (no test set)" though its test set was
+    scored before the failure, and a run of one language ended "the others were shipped"."""
+    from spacy_maral.workflow.languages import LanguageOutcome
+
+    outcomes = {"de": LanguageOutcome(status="shipped", fingerprint="x", package="maral_ner_de"),
+                "fi": LanguageOutcome(status="failed", fingerprint="y", package="maral_ner_fi", returncode=1)}
+    monkeypatch.setattr("spacy_maral.workflow.languages.run_languages", lambda *args, **kwargs: dict(outcomes))
+    result = CliRunner().invoke(app, ["languages", "de,fi", "--project", str(tmp_path), "--text", "{lang}.txt"])
+    rows = {line.split()[0]: line for line in result.output.splitlines() if line.split()[:1] in (["de"], ["fi"])}
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "not scored (no test set)" in rows["de"] and "not scored" not in rows["fi"], result.output
+    assert "languages: fi failed (the logs are above); de shipped" in said
+    del outcomes["de"]
+    result = CliRunner().invoke(app, ["languages", "fi", "--project", str(tmp_path), "--text", "{lang}.txt"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and said.endswith("languages: fi failed (the logs are above)"), said

@@ -176,6 +176,29 @@ def test_a_folder_without_the_record_keeps_every_file_the_new_output_lacks(tmp_p
     assert contents(out) == {"config.cfg": "new", "NOTES.md": "mine", "vocab/strings.json": "new", "vocab/x": "mine"}
 
 
+def test_another_commands_output_is_never_replaced(inputs, tmp_path) -> None:
+    """A pipeline calibrated in place had calibrate's marker, so export or average
+    --output given that folder (swapped arguments, a reused path) replaced its weights."""
+    model = tmp_path / "teacher"
+    shutil.copytree(inputs["model"], model)
+    calibrated = CliRunner().invoke(app, ["calibrate", str(model), str(inputs["dev"]), "-t", "1.5"])
+    assert calibrated.exit_code == 0, calibrated.output
+    before = {p: p.read_bytes() for p in sorted(model.rglob("*")) if p.is_file()}
+    for args in (["export", str(inputs["model"]), str(model)], ["average", str(inputs["model"]), "-o", str(model)],
+                 ["calibrate", str(inputs["model"]), str(inputs["dev"]), "-t", "2", "--output", str(model)]):
+        result = CliRunner().invoke(app, args)
+        said = " ".join(result.output.split())
+        assert result.exit_code == 1 and f"holds what `calibrate` wrote, not an output of {args[0]}" in said, said
+    assert {p: p.read_bytes() for p in sorted(model.rglob("*")) if p.is_file()} == before
+    again = CliRunner().invoke(app, ["calibrate", str(model), str(inputs["dev"]), "-t", "2"])  # in place, again: fine
+    assert again.exit_code == 0, again.output
+    out = tmp_path / "averaged"  # an output calibrated in place stays its command's: a rerun replaces it
+    for args in (["average", str(inputs["model"]), "-o", str(out)], ["calibrate", str(out), str(inputs["dev"]), "-t", "2"],
+                 ["average", str(inputs["model"]), "-o", str(out)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+
+
 # ------------------------------------------------------- a file to write, refused first
 FILE_OUTPUTS = {
     "calibrate --report": ["calibrate", "{out}", "{dev}", "-t", "1.5", "--report", "{folder}"],

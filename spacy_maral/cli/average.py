@@ -23,7 +23,8 @@ def average_command(
     those of the last input. Run `calibrate` on the result: averaging changes the scores.
     """
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
-    from spacy_maral.training.run_summary import summary_models
+    from spacy_maral.training.mixing import mean_factors
+    from spacy_maral.training.run_summary import check_summary_models
     from spacy_maral.training.snapshots import snapshots_from
     from spacy_maral.util import Printer
 
@@ -39,7 +40,7 @@ def average_command(
             msg.info(f"{len(found)} snapshot(s) of {snapshots} from step {from_step} on")
             inputs = found + inputs
         if runs is not None:
-            listed = [Path(m) for m in summary_models(runs)]
+            listed = [Path(m) for m in check_summary_models(runs)]
             msg.info(f"{len(listed)} run(s) listed in {runs}")
             inputs = listed + inputs
         if not inputs:
@@ -54,6 +55,7 @@ def average_command(
                 factors = [float(w) for w in weights.split(",")]
             except ValueError as err:
                 raise ValueError(f"--weights {weights!r}: give numbers separated by commas") from err
+            mean_factors(factors, len(inputs))  # before anything loads
         from spacy_maral.training.averaging import average_pipelines  # spaCy and torch: after the checks
 
         nlp = average_pipelines(inputs, progress=lambda i, n, p: msg.info(f"[{i}/{n}] loading {p}"), weights=factors)

@@ -1,4 +1,6 @@
 """`python -m spacy_maral check-text`: are the raw target texts fit to train on?"""
+from typing import Optional
+
 import typer
 
 from spacy_maral.cli._app import app
@@ -10,6 +12,8 @@ def check_text_command(
     text: str = typer.Option(..., "--text", help="Each language's raw text: a path, with {lang} where the language code goes (e.g. data/{lang}.txt). Plain text (one sentence a line), CoNLL-style (tags unused) or .spacy."),
     source_lang: str = typer.Option("en", "--source-lang", help="The labelled source language: a warning when a text looks more like it than like its own language."),
     min_sentences: int = typer.Option(0, "--min-sentences", min=0, help="The fewest sentences a text must have: the run's budget of target sentences (0 = any)."),
+    name: Optional[str] = typer.Option(None, "--name", help="The package name the run will ship (the workflow's `name`): checked too, so that `spacy package` does not refuse it after the training."),
+    version: str = typer.Option("0.1.0", "--version", help="With --name: the package version, checked too."),
 ) -> None:
     """Check each language's raw text before anything trains: errors (a missing file, an
     unknown language code, an empty or whitespace-only text, fewer sentences than
@@ -30,6 +34,13 @@ def check_text_command(
         check_text_template(text, codes)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--text") from err
+    if name is not None:
+        from spacy_maral.pipeline.packaged import check_package_name
+
+        try:
+            check_package_name(name, version)
+        except ValueError as err:
+            raise typer.BadParameter(str(err), param_hint="--name/--version") from err
     failed, paths = [], {}
     for lang in codes:  # a missing text, at once (spaCy, which the other checks need, takes seconds to import)
         path = lang_path(text, lang)

@@ -26,14 +26,20 @@ def languages_command(
     corpora and settings is kept.
     Every outcome is in PROJECT/metrics/languages.json. Exit status 1 if any failed.
     """
+    from spacy_maral.pipeline.packaged import check_package_name
     from spacy_maral.util import Printer
     from spacy_maral.workflow.languages import SUMMARY, run_languages, split_langs
+    from spacy_maral.workflow.overrides import override_value
 
     msg = Printer()
     try:
         codes = split_langs(langs)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="LANGS") from err
+    try:
+        check_package_name(name, override_value(ctx.args, "vars.version") or "0.1.0")
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--name/--vars.version") from err
     try:
         outcomes = run_languages(project, codes, text, test, name, settings=list(ctx.args),
                                  workflow=workflow, echo=msg.info)
@@ -42,7 +48,7 @@ def languages_command(
     msg.divider("languages")
     rows = []
     for lang, outcome in outcomes.items():
-        scores = "not scored (no test set)"
+        scores = "not scored (no test set)" if outcome.status == "shipped" else "-"
         if outcome.test_f1:
             scores = ", ".join(f"{model} {f1 * 100:.2f}" for model, f1 in outcome.test_f1.items())
         minutes = f"{outcome.seconds / 60:.1f}" if outcome.seconds is not None else "-"
@@ -51,4 +57,6 @@ def languages_command(
     msg.info(f"outcomes: {project / SUMMARY}")
     failed = [lang for lang, outcome in outcomes.items() if outcome.status != "shipped"]
     if failed:
-        msg.fail(f"languages: {', '.join(failed)} failed (their logs are above); the others were shipped", exits=1)
+        shipped = [lang for lang in outcomes if lang not in failed]
+        msg.fail(f"languages: {', '.join(failed)} failed (the logs are above)"
+                 + (f"; {', '.join(shipped)} shipped" if shipped else ""), exits=1)

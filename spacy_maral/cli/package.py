@@ -1,4 +1,5 @@
 """`python -m spacy_maral export` and `install-package`: ship a trained pipeline."""
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,8 +31,13 @@ def export_command(
 
     from spacy_maral.fileio import check_replaceable, replace_owned_dir
     from spacy_maral.pipeline.location import check_pipeline_found
+    from spacy_maral.pipeline.packaged import check_package_name
 
     msg = Printer()
+    try:
+        check_package_name(name, version)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--name/--version") from err
     try:
         check_replaceable(output_dir, "export")  # before any work: a user's folder is never replaced
     except ValueError as err:
@@ -46,8 +52,15 @@ def export_command(
     except ValueError as err:
         msg.fail(f"export failed: {err}", exits=1)
 
+    from spacy_maral.corpora.text_check import language_rules
     from spacy_maral.pipeline.loading import load_pipeline
     from spacy_maral.pipeline.tokenizer import set_tokenizer_lang, tokenizer_lang
+
+    if lang:
+        try:  # before the pipeline loads
+            language_rules(lang)
+        except ValueError as err:
+            raise typer.BadParameter(str(err), param_hint="--lang") from err
 
     try:
         nlp = load_pipeline(model, precision=precision)
@@ -98,6 +111,7 @@ def install_package_command(
     dependencies, spacy-maral included, are already in the environment that built it),
     then checks that `spacy.load(package)` works outside the project directory.
     """
+    from spacy_maral.corpora.target_path import check_target_path
     from spacy_maral.pipeline.packaged import installed_tokenizer_lang, wheel_tokenizer_lang
 
     msg = Printer()
@@ -105,6 +119,13 @@ def install_package_command(
     if not wheels:
         msg.fail(f"install-package: no .whl file in {dist_dir}", exits=1)
     interpreter = sys.executable if python in ("", "current") else python
+    if shutil.which(interpreter) is None:
+        msg.fail(f"install-package: --python {python} is not an interpreter that can be run; nothing was installed", exits=1)
+    if check_file is not None:
+        try:
+            check_target_path(Path(check_file))
+        except ValueError as err:
+            msg.fail(f"install-package: --check-file: {err}; nothing was installed", exits=1)
     package = wheels[-1].name.split("-")[0]
     new_lang, old_lang = wheel_tokenizer_lang(wheels[-1]), installed_tokenizer_lang(interpreter, package)
     if old_lang and new_lang and old_lang != new_lang:
@@ -121,4 +142,5 @@ def install_package_command(
         with tempfile.TemporaryDirectory() as elsewhere:
             check = [interpreter, "-m", "spacy_maral", "predict", package, "--from-file", str(Path(check_file).resolve()), "--n", str(n)]
             if subprocess.run(check, cwd=elsewhere).returncode != 0:
-                msg.fail(f"install-package: spacy.load({package!r}) failed after installing", exits=1)
+                msg.fail(f"install-package: {package} was installed, but loading it and labelling {check_file} with it "
+                         "failed (above)", exits=1)

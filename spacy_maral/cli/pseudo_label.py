@@ -79,9 +79,9 @@ def pseudo_label_command(
         require_gpu(gpu_id)
     try:
         if ensemble_from is not None:
-            from spacy_maral.training.run_summary import summary_models
+            from spacy_maral.training.run_summary import check_summary_models
 
-            ensemble = [*ensemble, *(str(m) for m in summary_models(ensemble_from))]
+            ensemble = [*ensemble, *(str(m) for m in check_summary_models(ensemble_from))]
         nlp = load_pipeline(teacher, precision=precision)
         if lang:
             set_tokenizer_lang(nlp, lang)

@@ -1,10 +1,34 @@
-"""What a pipeline package holds, read without loading it: the tokenizer language of a
-built wheel and of the package of that name installed in an environment, so that
-installing one language's package over another's says so."""
+"""A pipeline package: the name and version `spacy package` will take, checked before
+any training, and what a package holds, read without loading it: the tokenizer
+language of a built wheel and of the package of that name installed in an environment,
+so that installing one language's package over another's says so."""
+import re
 import subprocess
 import zipfile
 from pathlib import Path
 from typing import Optional
+
+PACKAGE_NAME = re.compile(r"[A-Za-z0-9_]+")  # LANG_NAME is imported as a module: an identifier spaCy permits
+
+
+def check_package_name(name: str, version: str) -> None:
+    """Raise ValueError where `spacy package` would refuse the package LANG_NAME of this
+    version, after all the training: a name that is not ASCII letters, digits and _, or
+    a version pip does not take (PEP 440).
+
+    name (str): the package name without its language (the workflow's `name`).
+    version (str): the package version (the workflow's `version`).
+    """
+    from packaging.version import InvalidVersion, Version
+
+    if not PACKAGE_NAME.fullmatch(name):
+        raise ValueError(f"the package name {name!r} can't be packaged: give ASCII letters, digits and _ only "
+                         "(the package LANG_NAME is imported as a Python module), e.g. maral_ner")
+    try:
+        Version(version)
+    except InvalidVersion as err:
+        raise ValueError(f"the package version {version!r} is not one pip takes (PEP 440), e.g. 0.1.0") from err
+
 
 # prints the folder of an installed package (nothing where there is none), run by the
 # environment's own interpreter

@@ -21,6 +21,7 @@ from thinc.api import Model, PyTorchShim
 
 from spacy_maral.ml.span_ner import get_span_head
 from spacy_maral.pipeline.maral_ner import MaralNER
+from spacy_maral.training.mixing import mean_factors
 
 WeightRef = Tuple[Callable[[], numpy.ndarray], Callable[[numpy.ndarray], None]]
 
@@ -99,18 +100,16 @@ def average_pipelines(
     weights (Optional[Sequence[float]]): one non-negative weight per path, in order
         (normalized to sum to 1); None: the uniform mean.
     RETURNS (Language): the last pipeline of `paths`, its weights replaced by the mean.
-    RAISES (ValueError): no paths, weights that are not one per path or not positive in
-        sum, or a pipeline whose pipes, labels or weight shapes differ from the last one's
-        (named in the message).
+    RAISES (ValueError): no paths, weights that mean_factors refuses, or a pipeline
+        whose pipes, labels or weight shapes differ from the last one's (named in the
+        message).
     """
     from spacy_maral.pipeline.folder import load_naming_the_damaged_file
 
     paths = [Path(p) for p in paths]
     if not paths:
         raise ValueError("average: no pipelines given")
-    factors = [1.0] * len(paths) if weights is None else [float(w) for w in weights]
-    if len(factors) != len(paths) or min(factors) < 0 or sum(factors) <= 0:
-        raise ValueError(f"average: give one weight >= 0 per pipeline, not all 0 ({len(paths)} pipelines, weights {list(factors)})")
+    factors = mean_factors(weights, len(paths))
     load = load or load_naming_the_damaged_file
     n = len(paths)
     if progress:

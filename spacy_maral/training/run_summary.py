@@ -70,3 +70,21 @@ def summary_models(summary_path: Path) -> List[str]:
     RAISES (ValueError): as read_summary.
     """
     return [entry["model"] for entry in read_summary(summary_path)[2].values()]
+
+
+def check_summary_models(summary_path: Path) -> List[str]:
+    """summary_models, each of them checked to be there from the current folder, where a
+    summary's relative paths are read.
+
+    summary_path (Path): OUTPUT_DIR/teachers.json, students.json or selected.json.
+    RAISES (ValueError): as read_summary, or a listed model that is not there (with, for
+        a relative path, the folder it is read from: the one its run was made in).
+    """
+    models = summary_models(summary_path)
+    for model in models:
+        if not Path(model).exists():
+            where = "" if Path(model).is_absolute() else (
+                f" from the current folder ({Path.cwd()}): a summary's relative paths are read from the folder its "
+                "run was made in (the project folder for the workflow's runs); run from there")
+            raise ValueError(f"{summary_path} lists {model}, which is not there{where}")
+    return models
