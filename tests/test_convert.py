@@ -577,3 +577,12 @@ def test_convert_memory_per_token_is_bounded(tmp_path: Path) -> None:
     assert [d.text for d in DocBin().from_disk(tmp_path / "many.spacy").get_docs(Vocab())][:1] == [
         "EU rejects German call to boycott British lamb"
     ]
+
+
+def test_a_token_a_line_file_with_other_tags_is_not_called_plain_text(tmp_path: Path) -> None:
+    """IO tags (`Angela PER`), lowercase tags and an empty file got the hint that their
+    lines do not end in a tag column and may be plain text."""
+    for name, content in (("io.conll", "Angela PER\nMerkel PER\nvisited O\nParis LOC\n"),
+                          ("lower.conll", "Angela b-per\nMerkel i-per\nvisited o\n"), ("empty.conll", "")):
+        result = runner.invoke(app, ["convert", str(write(tmp_path, name, content)), str(tmp_path / "out.spacy")])
+        assert result.exit_code == 1 and "plain text" not in result.output, (name, result.output)

@@ -38,13 +38,14 @@ def _plain_text_hint(path: Path) -> str:
     """What to add to a conversion error where the input does not look like a CoNLL-style
     file at all (its lines do not end in a tag column): it may be plain text, which is
     read as it is and needs no conversion."""
-    from spacy_maral.corpora.target_path import conll_looking_line
+    from spacy_maral.corpora.target_path import conll_looking_line, tabular_line
 
     try:
-        looks_tagged = not path.is_file() or conll_looking_line(path) is not None
+        looks_tagged = (not path.is_file() or path.stat().st_size == 0 or conll_looking_line(path) is not None
+                        or tabular_line(path) is not None)
     except (OSError, ValueError):
         return ""
-    if looks_tagged:
+    if looks_tagged:  # an empty file, too, says nothing of plain text
         return ""
     return (f" ({path}'s lines do not end in a tag column: if it is plain text, one sentence a line, it needs no "
             "conversion: the workflow's target_text and pseudo-label read it as it is)")

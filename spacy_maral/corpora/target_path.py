@@ -52,6 +52,22 @@ def conll_looking_line(path: Path) -> Optional[Tuple[int, str]]:
     return tagged[0] if len(lines) >= 2 and len(tagged) >= 0.8 * len(lines) else None
 
 
+def tabular_line(path: Path) -> Optional[Tuple[int, str]]:
+    """The first line of a file whose first SNIFF_LINES non-empty lines are mostly (80%)
+    columns of one count, 2 to 5, as a token-a-line file's are whatever its tags (IO
+    tags, lowercase ones), and sentences a line rarely are; None for any other file, an
+    empty one included.
+
+    path (Path): the file.
+    """
+    lines = [(n, line) for n, line in islice(decoded_lines(path), 4 * SNIFF_LINES) if line.strip()][:SNIFF_LINES]
+    counts = [len(line.split()) for _, line in lines]
+    common = max(set(counts), key=counts.count) if counts else 0
+    if len(lines) >= 2 and 2 <= common <= 5 and counts.count(common) >= 0.8 * len(lines):
+        return next((n, line) for (n, line), count in zip(lines, counts) if count == common)
+    return None
+
+
 def check_gold_path(path: Path) -> None:
     """Raise a clear ValueError for a gold corpus (a dev or test set, read for its entity
     tags) that check_target_path refuses, or that is plain text, whose sentences carry
