@@ -57,6 +57,7 @@ def commands(text: Path, gold: Path, students: Path, missing: Path, out: Path, f
          f"{missing / 'students.json'} is not the summary of train-students"),
         (["select-checkpoint", str(students), str(missing / "dev.spacy"), "-o", str(out / "s.json")], "target corpus"),
         (["export", model, str(out / "exp")], f"export failed: {said_model}"),
+        (["export", model, str(out / "exp"), "--guard", str(text)], f"export failed: --guard {text} is not a verdict"),
         (["average", str(found), str(found.parent), "-o", str(out / "avg")], f"average failed: {found.parent} is not a pipeline"),
         (["average", "--snapshots", str(missing), "-o", str(out / "avg")], "average failed: no pipelines to average"),
         (["average", "--runs", str(students), "-o", str(out / "avg")],

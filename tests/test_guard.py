@@ -236,7 +236,8 @@ def test_a_verdict_names_the_chosen_folder_wherever_it_is_read_from(tmp_path, mo
     of that name, where there was one)."""
     from pathlib import Path
 
-    from spacy_maral.evaluation.guard import GuardReport, GuardThresholds, read_verdict, write_verdict
+    from spacy_maral.evaluation.guard import GuardReport, GuardThresholds, write_verdict
+    from spacy_maral.evaluation.verdict import read_verdict
 
     (tmp_path / "project" / "training" / "student").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "project")

@@ -23,7 +23,7 @@ def shipped_spec(specs: List[Tuple[str, str]], guard: Path) -> str:
     specs (List[Tuple[str, str]]): the (name, pipeline) of MODELS, extended in place.
     guard (Path): the verdict file.
     """
-    from spacy_maral.evaluation.guard import read_verdict
+    from spacy_maral.evaluation.verdict import read_verdict
 
     _, chosen_path = read_verdict(guard)
     for name, path in specs:

@@ -90,7 +90,7 @@ def read_guard_verdict(path: Path) -> "tuple[str, Path]":
 
     path (Path): the verdict file (--guard).
     """
-    from spacy_maral.evaluation.guard import read_verdict
+    from spacy_maral.evaluation.verdict import read_verdict
 
     try:
         return read_verdict(path)

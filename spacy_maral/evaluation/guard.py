@@ -34,17 +34,17 @@ BENCHMARKS.md says where they come from.
 """
 import json
 import math
-import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from spacy.language import Language
 from spacy.tokens import Doc
 
 from spacy_maral.evaluation.margins import span_class_geometry
 from spacy_maral.evaluation.raw_text import char_prf, evaluate_raw_text
+from spacy_maral.evaluation.verdict import where
 from spacy_maral.fileio import atomic_write_text
 from spacy_maral.pipeline.tokenizer import tokenizer_rules
 
@@ -258,12 +258,6 @@ def choose(report: GuardReport, policy: str = "auto", fallback: Optional[Fallbac
     return "fallback" if fallback is not None and fallback.report.trusted else "teacher"
 
 
-def where(pipeline: Union[str, Path]) -> str:
-    """How a verdict records a pipeline: a folder by its absolute path (read from any
-    folder, `export --guard` finds the one the guard chose), a package by its name."""
-    return os.path.abspath(pipeline) if Path(pipeline).exists() else str(pipeline)
-
-
 def write_verdict(
     path: Path, report: GuardReport, teacher: Path, student: Path, package_choice: str,
     fallback: Optional[FallbackCheck] = None,
@@ -288,21 +282,3 @@ def write_verdict(
               "package_choice": package_choice, "chosen": chosen, "chosen_path": where(paths[chosen])}
     atomic_write_text(Path(path), json.dumps(result, indent=2))
     return chosen
-
-
-def read_verdict(path: Path) -> Tuple[str, Path]:
-    """The (chosen, chosen_path) of a verdict file of write_verdict.
-
-    path (Path): the verdict file.
-    RAISES (ValueError): the file is unreadable or is not such a verdict; the message
-        names the file and what is wrong.
-    """
-    try:
-        verdict = json.loads(Path(path).read_text(encoding="utf8"))
-        chosen, chosen_path = verdict["chosen"], verdict["chosen_path"]
-        if not isinstance(chosen, str) or not isinstance(chosen_path, str):
-            raise TypeError("'chosen' and 'chosen_path' must be strings")
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
-        detail = f"no {err} field" if isinstance(err, KeyError) else f"{type(err).__name__}: {err}"
-        raise ValueError(f"{path} is not a verdict of `spacy_maral guard` ({detail})") from err
-    return chosen, Path(chosen_path)

@@ -202,7 +202,7 @@ def _outcome_figures(project: Path, lang: str, outcome: LanguageOutcome) -> None
 
     RAISES (ValueError): a metrics file that is not what its command writes, named.
     """
-    from spacy_maral.evaluation.guard import read_verdict
+    from spacy_maral.evaluation.verdict import read_verdict
 
     guard = project / "metrics" / f"{lang}-guard.json"
     if guard.exists():
