@@ -158,3 +158,15 @@ def test_evaluate_if_exists_names_what_it_did_not_find(tmp_path) -> None:
         result, output = run(["evaluate", test, f"m={tmp_path / 'no-model'}", "--if-exists", "-o", out])
         assert result.exit_code == 0 and said in output, output
         assert json.loads(out.read_text(encoding="utf8"))["results"] == {}
+
+
+def test_benchmark_report_refuses_missing_corpora_or_systems_before_any_folder(trained_dir, tmp_path) -> None:
+    """A --system that matched no folder wrote an empty report (exit 0), and a missing
+    test set was refused after the output folder was made and the first system loaded."""
+    gold = tmp_path / "test.conll"
+    gold.write_text("Paris B-LOC\n", encoding="utf8")
+    for args, said in (([gold, gold, "--system", f"a={tmp_path / 'typo_run'}"], f"none of the systems exists (a: {tmp_path / 'typo_run'}"),
+                       ([tmp_path / "missing.conll", gold, "--system", f"a={trained_dir}"], "missing.conll does not exist")):
+        result, output = run(["benchmark-report", args[0], args[1], tmp_path / "out", *args[2:]])
+        assert result.exit_code == 1 and said in output, output
+        assert not (tmp_path / "out").exists()

@@ -68,6 +68,7 @@ def benchmark_report_command(
     """Evaluate every system on the target test set, time inference, draw the plots and
     write the report."""
     from spacy_maral.bench.summary import System, run_benchmark_report
+    from spacy_maral.corpora.target_path import check_gold_path
 
     def pair(spec: str) -> List[str]:
         if "=" not in spec:
@@ -83,6 +84,14 @@ def benchmark_report_command(
     systems = [make_system(n, p) for n, p in map(pair, system)]
     timings = {n: Path(p) for n, p in map(pair, timing)}
     check_names(systems, before, after, speed, timings)  # before any work: a name that matches nothing is an error
+    try:  # before any work or any folder: the corpora, and at least one system to report
+        check_gold_path(test_path)
+        check_gold_path(dev_path)
+        if not any(s.model.exists() for s in systems):
+            raise ValueError("none of the systems exists (" + ", ".join(f"{s.name}: {s.model}" for s in systems)
+                             + "): nothing to report")
+    except ValueError as err:
+        Printer().fail(f"benchmark-report: {err}", exits=1)
     try:
         run_benchmark_report(
             systems, test_path, dev_path, output_dir, before=before, after=after,
