@@ -529,3 +529,15 @@ def test_make_refuses_a_data_path_with_spaces_before_anything_runs(goal, tmp_pat
     assert run.returncode == 2, run.stdout + run.stderr
     assert f'DATA="{tmp_path}/my data": make cannot pass a path with spaces' in run.stderr
     assert not (tmp_path / "no-venv").exists()  # refused before the set-up
+
+
+def test_make_refuses_data_without_the_source_corpora_before_anything_runs(tmp_path) -> None:
+    """DATA without en/train.conll: the check passed, the encoder was built, then the
+    convert step stopped on weasel's "Missing dependency" (40 s)."""
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "de").mkdir()
+    (tmp_path / "de" / "train.conll").write_text("Berlin B-LOC\n", encoding="utf8")
+    run = subprocess.run(["make", "-C", str(root), "conll", f"DATA={tmp_path}", f"VENV={tmp_path / 'no-venv'}"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and f"DATA={tmp_path} has no en/train.conll" in run.stderr, run.stderr
+    assert not (tmp_path / "no-venv").exists()
