@@ -170,3 +170,10 @@ def test_benchmark_report_refuses_missing_corpora_or_systems_before_any_folder(t
         result, output = run(["benchmark-report", args[0], args[1], tmp_path / "out", *args[2:]])
         assert result.exit_code == 1 and said in output, output
         assert not (tmp_path / "out").exists()
+
+
+def test_measure_names_a_program_that_cannot_be_run(tmp_path) -> None:
+    """measure -- nonexistentcmd ended in Popen's FileNotFoundError traceback."""
+    result, output = run(["measure", tmp_path / "m.json", "--", "no-such-program-here", "x"])
+    assert result.exit_code == 127 and "measure: no-such-program-here can't be run" in output, output
+    assert not (tmp_path / "m.json").exists()

@@ -46,6 +46,8 @@ def measure_command(
         result = run_measured(cmd, output)
     except subprocess.CalledProcessError as err:
         msg.fail(f"measure: {shlex.join(cmd)} failed (exit {err.returncode}); {output} not written", exits=err.returncode or 1)
+    except OSError as err:  # the program can't be run (not found, not executable): the shell's 127
+        msg.fail(f"measure: {cmd[0]} can't be run ({err.strerror or err}); {output} not written", exits=127)
     msg.text(f"{result['wall_s']} s, peak RSS {result['peak_rss_gb']} GB -> {output}")
 
 
