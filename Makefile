@@ -111,13 +111,14 @@ benchmark: data-path setup
 # DATA checked before the set-up: make splits a path at its spaces (abspath, the project's
 # commands), and the source language's CoNLL files must be there
 data-path:
+	@if [ -z "$(DATA)" ]; then echo "DATA is empty: give the folder of the CoNLL files, DATA=..." >&2; exit 2; fi
 	@if [ "$(words $(DATA))" != 1 ]; then \
 	  echo 'DATA="$(DATA)": make cannot pass a path with spaces; give a link without them, e.g.' \
 	    'ln -s "$(DATA)" conll-data && make $(MAKECMDGOALS) DATA=conll-data' >&2; exit 2; fi
 	@for name in train dev; do if [ ! -f "$(DATA)/$(SOURCE)/$$name.conll" ]; then \
 	  echo "DATA=$(DATA) has no $(SOURCE)/$$name.conll: DATA is a folder with $(SOURCE)/{train,dev}.conll and" \
-	    "LANG/train.conll for each target (\`spacy project assets\` in project/ fetches the public English files" \
-	    "to project/assets, the default DATA)" >&2; exit 2; fi; done
+	    "LANG/train.conll for each target (after \`make setup\`, \`../.venv/bin/python -m spacy project assets\`" \
+	    "in project/ fetches the public English files to project/assets, the default DATA)" >&2; exit 2; fi; done
 
 # Debian's chromium, for the test that renders the displaCy page headless
 browser:

@@ -141,6 +141,10 @@ def replace_dir(path: Path, command: str = "spacy_maral") -> Iterator[Path]:
 
 
 OWNER_MARKER = ".spacy_maral_output"  # in a folder replace_dir wrote: the command and the files it wrote
+# the owner of a folder calibrated in place by versions that did not keep its owner (the
+# workflow's soup, teacher and fallback folders too): any command may replace it, as then
+LEGACY_OWNER = "calibrate"
+IN_PLACE_OWNER = "calibrate (in place)"  # a folder no command wrote (spacy train's), calibrated in place
 
 
 class OutputError(ValueError):
@@ -231,10 +235,12 @@ def check_replaceable(path: Path, command: str) -> None:
         return
     if (path / OWNER_MARKER).is_file():
         owner = folder_owner(path)
-        if owner == command:
+        if owner in (command, LEGACY_OWNER):
             return
+        what = ("a folder spacy_maral wrote itself (a checkpoint, a snapshot, an encoder)" if owner == "spacy_maral"
+                else f"what `{owner or 'an unknown command'}` wrote")
         raise ValueError(
-            f"{command}: {path} holds what `{owner or 'an unknown command'}` wrote, not an output of {command}; "
+            f"{command}: {path} holds {what}, not an output of {command}; "
             "nothing was done: choose a new or empty folder (or remove that one yourself)"
         )
     raise ValueError(

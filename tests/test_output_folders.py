@@ -188,10 +188,14 @@ def test_another_commands_output_is_never_replaced(inputs, tmp_path) -> None:
                  ["calibrate", str(inputs["model"]), str(inputs["dev"]), "-t", "2", "--output", str(model)]):
         result = CliRunner().invoke(app, args)
         said = " ".join(result.output.split())
-        assert result.exit_code == 1 and f"holds what `calibrate` wrote, not an output of {args[0]}" in said, said
+        assert result.exit_code == 1 and f"holds what `calibrate (in place)` wrote, not an output of {args[0]}" in said, said
     assert {p: p.read_bytes() for p in sorted(model.rglob("*")) if p.is_file()} == before
     again = CliRunner().invoke(app, ["calibrate", str(model), str(inputs["dev"]), "-t", "2"])  # in place, again: fine
     assert again.exit_code == 0, again.output
+    legacy = tmp_path / "legacy"  # calibrated in place by a version that kept no owner: replaced as before
+    shutil.copytree(inputs["model"], legacy)
+    (legacy / OWNER_MARKER).write_text(json.dumps({"written_by": "calibrate"}), encoding="utf8")
+    assert CliRunner().invoke(app, ["average", str(inputs["model"]), "-o", str(legacy)]).exit_code == 0
     out = tmp_path / "averaged"  # an output calibrated in place stays its command's: a rerun replaces it
     for args in (["average", str(inputs["model"]), "-o", str(out)], ["calibrate", str(out), str(inputs["dev"]), "-t", "2"],
                  ["average", str(inputs["model"]), "-o", str(out)]):

@@ -84,6 +84,13 @@ def test_a_corpus_not_given_or_missing_is_refused_before_any_training(setup, tmp
     with pytest.raises(ValueError, match=r"--corpora.train.path .*gone.spacy does not exist"):  # the setting's own override
         train_per_seed(config, tmp_path / "t", [0], ["--corpora.train.path", str(tmp_path / "gone.spacy")])
     assert not (tmp_path / "t").exists()
+    from spacy_maral.workflow.per_seed import check_corpus_paths
+
+    corpus = tmp_path / "c.spacy"
+    corpus.write_bytes(b"")
+    check_corpus_paths(config, ["--paths.train", f'"{corpus}"'])  # a JSON string, as spaCy reads it
+    check_corpus_paths(config, ["--paths.train", "${paths.dev}"])  # a variable of a variable: left to spaCy
+    check_corpus_paths(config, ["--paths.train", "null", "--training.train_corpus", "corpora.dev"])  # not loaded
     adapt = REPO / "configs" / "adapt.cfg"  # a student reads its source and target corpora by their own names
     with pytest.raises(ValueError, match="no --paths.source: .* corpora.train.source"):
         train_per_seed(adapt, tmp_path / "s", [100], [], role="student")

@@ -2,6 +2,7 @@
 `benchmark-report` and `parallel`, apart from the user's commands of `python -m
 spacy_maral` (with their help layout: spacy_maral.cli._app.MaralTyper)."""
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 from typing import List, Optional
@@ -42,12 +43,13 @@ def measure_command(
     cmd = [a for a in ctx.args if a != "--"] if ctx.args[:1] == ["--"] else list(ctx.args)
     if not cmd:
         msg.fail("measure: no command given", exits=2)
+    if cmd[0] != "python" and shutil.which(cmd[0]) is None:  # "python" runs as this interpreter (run_measured)
+        msg.fail(f"measure: {cmd[0]} can't be run (not a program on PATH, or not executable); {output} not written", exits=127)
     try:
         result = run_measured(cmd, output)
     except subprocess.CalledProcessError as err:
         msg.fail(f"measure: {shlex.join(cmd)} failed (exit {err.returncode}); {output} not written", exits=err.returncode or 1)
-    except OSError as err:  # the program can't be run (not found, not executable): the shell's 127
-        msg.fail(f"measure: {cmd[0]} can't be run ({err.strerror or err}); {output} not written", exits=127)
+
     msg.text(f"{result['wall_s']} s, peak RSS {result['peak_rss_gb']} GB -> {output}")
 
 

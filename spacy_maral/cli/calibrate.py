@@ -13,7 +13,7 @@ from spacy_maral.cli._app import Precision, app, precision_option
 def calibrate_command(
     model: Path = typer.Argument(..., help="Trained pipeline directory with a maral_ner component."),
     dev_path: Path = typer.Argument(..., help="Gold dev corpus (.spacy or CoNLL): a development language's dev set (the workflow's dev_lang) or the source language's; never a test set that a claim reads."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the calibrated pipeline: a new or empty folder, or one this command wrote (default: MODEL, its pipeline files replaced atomically). Files in it that calibrate did not write are kept."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the calibrated pipeline: a new or empty folder, or one an earlier calibrate --output wrote (default: MODEL, its pipeline files replaced atomically). Files in it that calibrate did not write are kept."),
     report: Optional[Path] = typer.Option(None, "--report", help="JSON file with the score map (temperature, slope, offset) and the calibration before and after."),
     lang: Optional[str] = typer.Option(None, "--lang", help="Tokenize the dev text with this language's rules while fitting (default: the pipeline's tokenizer); the saved pipeline keeps its own."),
     limit: int = typer.Option(0, "--limit", help="Use the first N dev sentences (0 = all)."),
@@ -37,7 +37,16 @@ def calibrate_command(
     students is (spacy_maral.evaluation.calibration.student_temperature).
     """
     from spacy_maral.corpora.target_path import check_gold_entities, check_gold_path
-    from spacy_maral.fileio import atomic_write_text, check_output_file, check_replaceable, folder_owner, replace_dir, replace_owned_dir
+    from spacy_maral.fileio import (
+        IN_PLACE_OWNER,
+        LEGACY_OWNER,
+        atomic_write_text,
+        check_output_file,
+        check_replaceable,
+        folder_owner,
+        replace_dir,
+        replace_owned_dir,
+    )
     from spacy_maral.pipeline.location import check_pipeline_found
     from spacy_maral.util import Printer
 
@@ -107,7 +116,8 @@ def calibrate_command(
     target = output if output is not None else model
     try:  # the files in TARGET that calibrate did not write are kept (fileio.replace_dir)
         # in place, the folder stays the output of what wrote it (average's, guard's), else it is calibrate's
-        owner = folder_owner(target) or "calibrate"
+        owner = folder_owner(target)
+        owner = IN_PLACE_OWNER if owner in (None, LEGACY_OWNER) else owner
         with (replace_owned_dir(target, "calibrate --output") if new_folder else replace_dir(target, owner)) as tmp:
             nlp.to_disk(tmp)
     except (OSError, ValueError) as err:

@@ -21,6 +21,8 @@ again with the same command line and inputs (its started.json and inputs.json): 
 one resumes from its checkpoint.
 """
 import json
+import os
+import re
 import shlex
 import shutil
 from pathlib import Path
@@ -59,6 +61,7 @@ RUN_STATE: Dict[str, Sequence[str]] = {"teacher": (), "student": tuple(
 RUN_RECORDS = ("_lock", "summary.json", "build_info.json")
 # the corpora `spacy train` loads: the settings of [training] that name them, and spaCy's defaults
 READ_CORPORA = (("train_corpus", "corpora.train"), ("dev_corpus", "corpora.dev"))
+PATH_VARIABLE = re.compile(r"\$\{paths\.(\w+)\}")  # a corpus setting that is one [paths] variable
 
 
 def run_dir(output_dir: Path, seed: int, role: str = "teacher") -> Path:
@@ -91,28 +94,36 @@ def check_corpus_paths(config: Path, overrides: Sequence[str]) -> None:
     """
     from confection import Config
 
+    if os.environ.get("SPACY_CONFIG_OVERRIDES"):  # overrides this check does not read: spaCy's own check
+        return
     try:
         raw_config = Config().from_disk(config, interpolate=False)
     except Exception:  # noqa: BLE001 (confection's errors share no base): spaCy reports a config it can't read in full
         return
     sections, paths, training = raw_config.get("corpora") or {}, raw_config.get("paths") or {}, raw_config.get("training") or {}
-    read = {str(training.get(key, default)).split(".", 1)[-1] for key, default in READ_CORPORA}
+    read = {str(override_value(overrides, f"training.{key}") or training.get(key, default)).strip('"').split(".", 1)[-1]
+            for key, default in READ_CORPORA}
     for corpus, settings in sections.items():
         if corpus not in read:  # a corpus that spacy train does not load
             continue
         for key, raw in (settings.items() if isinstance(settings, dict) else ()):
-            if not (isinstance(raw, str) and raw.startswith("${paths.") and raw.endswith("}")):
+            found = PATH_VARIABLE.fullmatch(raw) if isinstance(raw, str) else None
+            if found is None:  # a literal, or a path built from several variables: spaCy's own check
                 continue
-            name = raw[len("${paths."):-1]
+            name = found.group(1)
             flag = f"--corpora.{corpus}.{key}"
             value = override_value(overrides, flag[2:])
             if value is None:
                 flag, value = f"--paths.{name}", override_value(overrides, f"paths.{name}")
             if value is None:
                 flag, value = f"the config's paths.{name}", paths.get(name)
+            if isinstance(value, str) and value.startswith('"') and value.endswith('"') and len(value) > 1:
+                value = value[1:-1]  # a JSON string, as spaCy reads an override
             if value in (None, "", "null", "None"):
-                raise ValueError(f"no --paths.{name}: the config {config} reads it as corpora.{corpus}.{key} and sets "
-                                 f"none; give it: --paths.{name} PATH")
+                raise ValueError(f"{flag if flag.startswith('--corpora') else f'no --paths.{name}'}: the config {config} "
+                                 f"reads it as corpora.{corpus}.{key} and sets none; give it: --paths.{name} PATH")
+            if "${" in str(value):  # a variable of another variable: spaCy's own check
+                continue
             if not Path(str(value)).exists():
                 raise ValueError(f"{flag} {value} does not exist (read as the config's corpora.{corpus}.{key})")
 
