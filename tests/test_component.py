@@ -6,6 +6,8 @@ shared; tests that change a pipeline work on a copy loaded from its directory.
 import logging
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import List, Tuple
 
@@ -610,8 +612,16 @@ def test_source_into_another_pipeline_with_replace_listeners(trained_dir, tmp_pa
     nlp.get_pipe("maral_ner").ents_filter = registry.misc.get(EXISTING_FILTER)()
     assert ents_of(nlp(SENTENCE)) == [("Angela Merkel", "PER"), ("Paris", "CITY"), ("Monday", "DAY")]
     nlp.to_disk(tmp_path / "german")
+    # in a new process, where no transformer component ever registered Doc._.trf_data
+    # (every call failed there: "Can't retrieve unregistered extension attribute 'trf_data'")
+    fresh = subprocess.run([sys.executable, "-c", "import spacy, sys; nlp = spacy.load(sys.argv[1]); "
+                            "print([(e.text, e.label_) for e in nlp(sys.argv[2]).ents])", str(tmp_path / "german"), SENTENCE],
+                           capture_output=True, text=True, timeout=300)
+    assert fresh.returncode == 0 and "('Angela Merkel', 'PER')" in fresh.stdout, fresh.stderr[-2000:]
     reloaded = spacy.load(tmp_path / "german")  # the filter of the saved config: prefer new
     assert ents_of(reloaded(SENTENCE)) == [("Angela Merkel", "PER"), ("Paris", "LOC"), ("Monday", "DAY")]
+    chosen = spacy.load(tmp_path / "german", config={"components": {"maral_ner": {"ents_filter": {"@misc": EXISTING_FILTER}}}})
+    assert ents_of(chosen(SENTENCE)) == [("Angela Merkel", "PER"), ("Paris", "CITY"), ("Monday", "DAY")]  # as docs say
     # its own transformer under the runtime, windows fitted (spacy_maral.Tok2VecEncoderRuntime.v1)
     assert reloaded.get_pipe_config("maral_ner")["model"]["tok2vec"]["@architectures"] == "spacy_maral.Tok2VecEncoderRuntime.v1"
     runtime = next(node for node in reloaded.get_pipe("maral_ner").model.walk() if node.name == "encoder_runtime")

@@ -49,7 +49,12 @@ def listened_encoder_skipped(model: Model, docs: Sequence[Doc]) -> bool:
     model (Model): a component's model.
     docs (Sequence[Doc]): the docs it is about to predict.
     """
-    if not any(len(doc) and doc._.trf_data is None for doc in docs):  # the common case, without walking the model
+    if not any(len(doc) for doc in docs):
+        return False
+    # no transformer component was made in this process (a pipeline whose maral_ner has its
+    # own copy of the encoder): the extension does not exist, and nothing fed a listener
+    fed = Doc.has_extension("trf_data") and all(doc._.trf_data is not None for doc in docs if len(doc))
+    if fed:  # the common case, without walking the model
         return False
     return any(isinstance(node, TransformerListener) for node in model.walk())
 
