@@ -769,6 +769,23 @@ def test_a_load_replaces_what_an_earlier_load_left(trained_dir) -> None:
     assert ner.score_map == ScoreMap(1.0, 1.0, 0.0) and ner.cfg["format_version"] == 1
 
 
+def test_a_stored_score_map_that_is_not_one_is_refused_naming_the_file(trained_dir, tmp_path) -> None:
+    """A cfg with score_temperature 0 (or a string, or a NaN offset) loaded, then every
+    nlp() call failed without naming the file; ScoreMap took NaN and inf."""
+    from spacy_maral.pipeline.decoding import ScoreMap
+
+    for bad in ((1.0, 1.0, float("nan")), (float("inf"), 1.0, 0.0), ("2", 1.0, 0.0), (1.0, True, 0.0), (0.0, 1.0, 0.0)):
+        with pytest.raises(ValueError, match="the score (temperature|slope|offset) must be"):
+            ScoreMap(*bad)
+    assert ScoreMap(numpy.float32(2.0)).temperature == 2.0
+    for key, value in (("score_temperature", 0), ("score_temperature", "x"), ("score_offset", None)):
+        shutil.copytree(trained_dir, tmp_path / key / str(value))
+        cfg_path = tmp_path / key / str(value) / "maral_ner" / "cfg"
+        srsly.write_json(cfg_path, {**srsly.read_json(cfg_path), key: value})
+        with pytest.raises(ValueError, match=f"{cfg_path}: the score .* must be .*; the pipeline directory is damaged"):
+            spacy.load(tmp_path / key / str(value))
+
+
 def test_the_configs_spans_key_is_the_one_written(trained_dir) -> None:
     nlp = spacy.load(trained_dir, config={"components": {"maral_ner": {"spans_key": "ents_scored"}}})
     doc = nlp("Angela Merkel visited Paris on Monday.")

@@ -3,6 +3,8 @@
 entities (spacy_maral.ml.decoding), and the reported entity scores (a score map: a
 temperature, then Platt's slope and offset).
 """
+import math
+import numbers
 from dataclasses import dataclass
 from typing import List, Sequence
 
@@ -117,6 +119,9 @@ class ScoreMap:
     offset: float = 0.0
 
     def __post_init__(self) -> None:
+        for name, value in (("temperature", self.temperature), ("slope", self.slope), ("offset", self.offset)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise ValueError(f"the score {name} must be a finite number, got {value!r}")
         if not self.temperature > 0:
             raise ValueError(f"the score temperature must be > 0, got {self.temperature}")
         if not self.slope > 0:

@@ -38,7 +38,25 @@ def checked_cfg(cfg: Dict[str, Any], where: object) -> Dict[str, Any]:
             f"versions up to {FORMAT_VERSION}; upgrade spacy-maral to load this pipeline"
         )
     checked_labels(cfg["labels"], where)
+    checked_score_map(cfg, where)
     return cfg
+
+
+def checked_score_map(cfg: Dict[str, Any], where: object) -> None:
+    """Raise ValueError naming `where` where the cfg's score map (score_temperature,
+    score_slope, score_offset, set by `calibrate`) is not one: every prediction would
+    fail on it, or report NaN scores.
+
+    cfg (dict): the component's stored cfg.
+    where (object): the file (or description) it came from, for the message.
+    """
+    from spacy_maral.pipeline.decoding import ScoreMap
+
+    try:
+        ScoreMap(*(cfg.get(key, default) for key, default in (("score_temperature", 1.0), ("score_slope", 1.0),
+                                                               ("score_offset", 0.0))))
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}; the pipeline directory is damaged (calibrate it again)") from err
 
 
 def format_version_for(platt: bool) -> int:
