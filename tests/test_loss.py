@@ -1,5 +1,6 @@
 """Tests of the reweighted, logit-adjusted cross-entropy (spacy_maral.ml.loss, docs/method.md section 3)."""
 import math
+import re
 
 import numpy
 import pytest
@@ -235,3 +236,29 @@ def test_registered_factory() -> None:
     assert isinstance(made, ReweightedVMFLoss)
     assert made.tau == 0.1 and made.class_weights is False
     assert configure_reweighted_vmf_loss().tau == 1.0
+
+
+@pytest.mark.parametrize("setting,value,said", [
+    ("temperature", 0.0, "temperature = 0.0 is out of range: it must be > 0 and finite"),
+    ("temperature", -0.07, "temperature = -0.07 is out of range"),
+    ("hidden_width", 0, "hidden_width = 0 is out of range: it must be >= 1"),
+    ("max_width", -3, "max_width = -3 is out of range"),
+    ("projection_dim", 0, "projection_dim = 0 is out of range: it must be >= 3"),
+    ("dropout", 1.0, "dropout = 1.0 is out of range"),
+])
+def test_a_span_ner_setting_out_of_range_is_named(setting, value, said) -> None:
+    """A temperature of 0 trained on NaN losses without a word; a width of 0 never
+    predicted; a projection of 0 failed deep in scipy."""
+    from spacy_maral.ml.span_ner import build_span_ner
+
+    with pytest.raises(ValueError, match=re.escape(f"spacy_maral.SpanNER.v1: {said}")):
+        build_span_ner(None, **{setting: value})
+
+
+def test_a_negative_logit_adjustment_is_refused() -> None:
+    from spacy_maral.ml.loss import configure_reweighted_vmf_loss
+
+    configure_reweighted_vmf_loss(tau=0.0)
+    for tau in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="ReweightedVMFLoss.v1: tau = .* is out of range"):
+            configure_reweighted_vmf_loss(tau=tau)

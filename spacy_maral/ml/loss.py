@@ -9,6 +9,7 @@ softmax(s(z) + inference_tau * log pi_src), which is the paper's argmax s(z) at
 inference_tau = 0. Targets may be hard class indices or soft probability vectors (the
 pseudo-labels of stage 2).
 """
+import math
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
@@ -132,5 +133,8 @@ def configure_reweighted_vmf_loss(tau: float = 1.0, class_weights: bool = True) 
     tau (float): strength of the logit adjustment by the log class prior (paper: 1.0 for
         the source language; 0 turns the reweighting off).
     class_weights (bool): weight each span by 1 / log(n_y), normalised to mean 1.
+    RAISES (ValueError): a tau that is negative or not finite.
     """
+    if not 0 <= tau < math.inf:
+        raise ValueError(f"spacy_maral.ReweightedVMFLoss.v1: tau = {tau!r} is out of range: it must be >= 0 and finite")
     return ReweightedVMFLoss(tau=tau, class_weights=class_weights)

@@ -11,6 +11,7 @@ Architecture `spacy_maral.SpanNER.v1` (docs/method.md, sections 1-2):
 The class distributions (running means, hence mu and kappa) are torch buffers of the
 head, so they are saved and loaded with the weights.
 """
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple, cast
 
@@ -218,6 +219,19 @@ class SpanHead(torch.nn.Module):
 
 
 @registry.architectures("spacy_maral.SpanNER.v1")
+def check_settings(name: str, settings: Sequence[Tuple[str, float, bool, str]]) -> None:
+    """Raise ValueError naming the first setting of a registered function that is out of
+    its range.
+
+    name (str): the registered name, e.g. spacy_maral.SpanNER.v1.
+    settings (Sequence[Tuple[str, float, bool, str]]): (setting, value, whether it is in
+        range, the range in words).
+    """
+    for setting, value, ok, allowed in settings:
+        if not ok:
+            raise ValueError(f"{name}: {setting} = {value!r} is out of range: it must be {allowed}")
+
+
 def build_span_ner(
     tok2vec: Model[List[Doc], List[Floats2d]],
     max_width: int = 5,
@@ -253,7 +267,18 @@ def build_span_ner(
     seed (int): seed of the initial class directions.
     nO (Optional[int]): number of classes including O; set by the component.
     RETURNS (Model[List[Doc], SpanScores]): the model.
+    RAISES (ValueError): a setting out of its range, named (a temperature of 0 trained
+        on NaN losses without a word; a width of 0 never predicted).
     """
+    check_settings("spacy_maral.SpanNER.v1", (
+        ("max_width", max_width, max_width >= 1, ">= 1"), ("hidden_width", hidden_width, hidden_width >= 1, ">= 1"),
+        ("projection_dim", projection_dim, projection_dim >= 3, ">= 3 (the vMF normalizer's order d/2 - 1 >= 0.5)"),
+        ("width_embed_dim", width_embed_dim, width_embed_dim >= 0, ">= 0"),
+        ("casing_embed_dim", casing_embed_dim, casing_embed_dim >= 0, ">= 0"),
+        ("dropout", dropout, 0 <= dropout < 1, "in [0, 1)"),
+        ("temperature", temperature, 0 < temperature < math.inf, "> 0 and finite"),
+        ("max_kappa", max_kappa, 0 < max_kappa < math.inf, "> 0 and finite"),
+    ))
     return Model(
         "span_ner",
         forward,
