@@ -372,7 +372,8 @@ def test_pseudo_label_refuses_bad_input_before_the_teacher_loads(tmp_path, conte
     text = tmp_path / "fi.txt"
     text.write_text(content, encoding="utf8")
     out = tmp_path / "pseudo"
-    (tmp_path / "empty-teacher").mkdir()
+    (tmp_path / "empty-teacher").mkdir()  # found (its config.cfg), but would not load
+    (tmp_path / "empty-teacher" / "config.cfg").write_text("[nlp]\n", encoding="utf8")
     result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "empty-teacher"), str(text), str(out), "--lang", lang])
     assert result.exit_code == 1
     assert message in " ".join(result.output.split())
@@ -385,7 +386,8 @@ def test_pseudo_label_refuses_its_input_folder_as_output_before_the_teacher_load
     corpus.mkdir()
     (corpus / "fi.spacy").write_bytes(b"read after the check")  # stage 2 would read it with the shards
     (corpus / "fi.txt").write_text(FINNISH + "\n", encoding="utf8")
-    (tmp_path / "empty-teacher").mkdir()  # found, but would not load
+    (tmp_path / "empty-teacher").mkdir()  # found (its config.cfg), but would not load
+    (tmp_path / "empty-teacher" / "config.cfg").write_text("[nlp]\n", encoding="utf8")
     result = CliRunner().invoke(app, ["pseudo-label", str(tmp_path / "empty-teacher"), str(corpus / "fi.spacy"), str(corpus)])
     assert result.exit_code == 1
     assert "holds the input" in " ".join(result.output.split()) and "empty-teacher" not in result.output
