@@ -1,8 +1,8 @@
 """A language's own tokenizer rules inside the multi-language (`xx`) pipeline.
 
 spaCy's `xx` rules split every hyphenated word (`SPD-Fraktion` -> `SPD - Fraktion`) and
-English clitics (`Merkel's`); the `de`, `es`, `nl` and `en` rule sets keep hyphenated
-compounds whole, as the CoNLL annotations do. `spacy_maral.tokenizer.v1` builds the
+English clitics (`Merkel's`); the `de`, `es` and `nl` rule sets keep hyphenated
+compounds whole, as the CoNLL annotations do (`en` splits them). `spacy_maral.tokenizer.v1` builds the
 rules of `spacy.blank(lang)` with the pipeline's own vocab, so a packaged pipeline stays
 `xx_maral_ner` while tokenizing its target language as that language's rules say. The
 rules are written with the pipeline (`nlp.to_disk`) and read back on load.
