@@ -586,3 +586,11 @@ def test_a_token_a_line_file_with_other_tags_is_not_called_plain_text(tmp_path: 
                           ("lower.conll", "Angela b-per\nMerkel i-per\nvisited o\n"), ("empty.conll", "")):
         result = runner.invoke(app, ["convert", str(write(tmp_path, name, content)), str(tmp_path / "out.spacy")])
         assert result.exit_code == 1 and "plain text" not in result.output, (name, result.output)
+
+
+def test_an_output_that_is_neither_a_folder_nor_a_spacy_file_says_what_to_give(tmp_path: Path) -> None:
+    """`convert a.conll newdir/` (a folder not made yet) was refused without a way out."""
+    result = runner.invoke(app, ["convert", str(write(tmp_path, "a.conll", CONLL)), str(tmp_path / "newdir") + "/"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "make the folder first, or name the file" in said, said
+    assert not (tmp_path / "newdir").exists()

@@ -61,7 +61,8 @@ def resolve_output(input_path: Path, output: Path) -> Path:
         return output / f"{input_path.stem}.spacy"
     if output.suffix != ".spacy":
         raise typer.BadParameter(
-            f"{output} is neither an existing directory nor a .spacy file path",
+            f"{output} is neither an existing directory nor a .spacy file path: make the folder first, "
+            f"or name the file (e.g. {output}.spacy)",
             param_hint="OUTPUT",
         )
     return output
