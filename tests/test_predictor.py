@@ -140,3 +140,12 @@ def test_readme_example_runs_on_a_local_ray(trained_dir, tmp_path, predictor) ->
     # under bfloat16 that moves a score in its fourth decimal
     assert [r["score"] for r in got] == pytest.approx([r["score"] for r in expected], abs=1e-3)
     assert all(r["error"] is None for r in written)
+
+
+def test_an_error_row_stays_in_its_place_beside_a_row_of_the_same_id(predictor) -> None:
+    """A failed row followed by a row of the same id: its error row came after the next
+    row's entities."""
+    table = predictor({"id": ["x", "x"], "text": [None, TEXTS[0]]})
+    rows = table.to_pylist()
+    assert rows[0]["error"] is not None and rows[0]["start"] is None, rows
+    assert len(rows) > 1 and all(r["error"] is None for r in rows[1:]), rows

@@ -20,7 +20,7 @@ in `error` (the entity columns null), and the other documents of the batch go on
 document with words the encoder gave no subword (its text passes the encoder's length
 limit) keeps its entities and gets one more such row saying how many words.
 """
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 import pyarrow
 
@@ -94,7 +94,8 @@ class EntityPredictor:
         notes: Dict[int, List[str]] = {row: [reason] for row, reason in failed.items()}
         for bad in result.bad_lines + result.truncated:
             notes.setdefault(bad.line, []).append(bad.reason)
-        return _with_errors(result.table, ids, notes)
+        empty = set(failed) | {bad.line for bad in result.bad_lines}  # rows that gave no entity rows
+        return _with_errors(result.table, ids, notes, empty)
 
     def _columns(self, batch: Any) -> "tuple[list, list]":
         if isinstance(batch, pyarrow.Table):
@@ -134,9 +135,17 @@ def _ray_cpus() -> int:
     return 0
 
 
-def _with_errors(table: pyarrow.Table, ids: Sequence[str], notes: Dict[int, List[str]]) -> pyarrow.Table:
+def _with_errors(table: pyarrow.Table, ids: Sequence[str], notes: Dict[int, List[str]],
+                 empty: Optional[Set[int]] = None) -> pyarrow.Table:
     """The entity table with an error column, and one error row per note after the
-    entity rows of its document (the entity rows come in document order)."""
+    entity rows of its document (the entity rows come in document order).
+
+    table (pyarrow.Table): the entity rows, in the batch's order.
+    ids (Sequence[str]): each row's document id.
+    notes (Dict[int, List[str]]): the errors of each row.
+    empty (Optional[Set[int]]): the rows that gave no entity row (failed), whose id must
+        not take the entity rows of a neighbour with the same id.
+    """
     table = table.append_column("error", pyarrow.nulls(table.num_rows, pyarrow.string())).cast(PREDICTION_SCHEMA)
     if not notes:
         return table
@@ -144,7 +153,7 @@ def _with_errors(table: pyarrow.Table, ids: Sequence[str], notes: Dict[int, List
     pieces, k = [], 0
     for row, doc_id in enumerate(ids):
         first = k
-        while k < len(entity_ids) and entity_ids[k] == doc_id:
+        while row not in (empty or set()) and k < len(entity_ids) and entity_ids[k] == doc_id:
             k += 1
         if k > first:
             pieces.append(table.slice(first, k - first))
