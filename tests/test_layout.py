@@ -267,6 +267,7 @@ def test_entry_points_name_the_registered_functions() -> None:
     pipeline's `[components.transformer.model]` is built before maral_ner is created)."""
     import importlib
 
+    import catalogue
     from spacy.language import Language
     from spacy.util import registry
 
@@ -280,7 +281,10 @@ def test_entry_points_name_the_registered_functions() -> None:
             if group == "spacy_factories":
                 assert Language.get_factory_meta(name).factory == name
                 continue
-            assert getattr(registry, group.split("_", 1)[1]).get(name) is function, line
+            kind = getattr(registry, group.split("_", 1)[1])
+            assert kind.get(name) is function, line
+            # and the decorator in the code registers that function (get() prefers the entry point)
+            assert catalogue.REGISTRY.get((*kind.namespace, name)) is function, f"{line}: the code registers another function"
 
 
 def test_every_registered_name_is_found_through_its_entry_point_without_an_import() -> None:

@@ -218,7 +218,6 @@ class SpanHead(torch.nn.Module):
         return torch.cat([logits, z], dim=1)
 
 
-@registry.architectures("spacy_maral.SpanNER.v1")
 def check_settings(name: str, settings: Sequence[Tuple[str, float, bool, str]]) -> None:
     """Raise ValueError naming the first setting of a registered function that is out of
     its range.
@@ -232,6 +231,7 @@ def check_settings(name: str, settings: Sequence[Tuple[str, float, bool, str]]) 
             raise ValueError(f"{name}: {setting} = {value!r} is out of range: it must be {allowed}")
 
 
+@registry.architectures("spacy_maral.SpanNER.v1")
 def build_span_ner(
     tok2vec: Model[List[Doc], List[Floats2d]],
     max_width: int = 5,
