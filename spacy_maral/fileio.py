@@ -203,15 +203,32 @@ def _check_the_way(name: str, folders: Iterable[Path], asked: Optional[Path] = N
             return
 
 
-def folder_owner(folder: Path) -> Optional[str]:
-    """The command whose output `folder` is (its OWNER_MARKER's written_by), or None
-    where it has no marker that says so."""
+def _marker(folder: Path) -> Dict[str, object]:
+    """The record of `folder`'s OWNER_MARKER ({} where it has none, or one that can't be read)."""
     try:
         record = json.loads((Path(folder) / OWNER_MARKER).read_text(encoding="utf8"))
     except (OSError, ValueError):
-        return None
-    owner = record.get("written_by") if isinstance(record, dict) else None
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def folder_owner(folder: Path) -> Optional[str]:
+    """The command whose output `folder` is (its OWNER_MARKER's written_by), or None
+    where it has no marker that says so."""
+    owner = _marker(folder).get("written_by")
     return owner if isinstance(owner, str) else None
+
+
+def in_place_owner(folder: Path) -> str:
+    """The owner to record when `folder` is rewritten in place (calibrate without
+    --output): the command whose output it is stays its owner (average's, guard's), so
+    that a rerun of that command replaces it; a folder no command wrote (spacy train's),
+    or one a version that kept no owner calibrated in place, becomes IN_PLACE_OWNER's.
+
+    folder (Path): the folder rewritten in place.
+    """
+    owner = folder_owner(folder)
+    return IN_PLACE_OWNER if owner in (None, LEGACY_OWNER) else owner
 
 
 def check_replaceable(path: Path, command: str) -> None:
@@ -300,11 +317,7 @@ def files_under(folder: Path) -> Set[str]:
 def written_files(folder: Path) -> Optional[Set[str]]:
     """The files replace_dir wrote into `folder` last time (its OWNER_MARKER's list), or
     None when that is not known (no marker, or one written before the list was kept)."""
-    try:
-        record = json.loads((Path(folder) / OWNER_MARKER).read_text(encoding="utf8"))
-    except (OSError, ValueError):
-        return None
-    files = record.get("files") if isinstance(record, dict) else None
+    files = _marker(folder).get("files")
     return set(files) if isinstance(files, list) and all(isinstance(f, str) for f in files) else None
 
 

@@ -49,7 +49,6 @@ def measure_command(
         result = run_measured(cmd, output)
     except subprocess.CalledProcessError as err:
         msg.fail(f"measure: {shlex.join(cmd)} failed (exit {err.returncode}); {output} not written", exits=err.returncode or 1)
-
     msg.text(f"{result['wall_s']} s, peak RSS {result['peak_rss_gb']} GB -> {output}")
 
 

@@ -37,16 +37,7 @@ def calibrate_command(
     students is (spacy_maral.evaluation.calibration.student_temperature).
     """
     from spacy_maral.corpora.target_path import check_gold_entities, check_gold_path
-    from spacy_maral.fileio import (
-        IN_PLACE_OWNER,
-        LEGACY_OWNER,
-        atomic_write_text,
-        check_output_file,
-        check_replaceable,
-        folder_owner,
-        replace_dir,
-        replace_owned_dir,
-    )
+    from spacy_maral.fileio import atomic_write_text, check_output_file, check_replaceable, in_place_owner, replace_dir, replace_owned_dir
     from spacy_maral.pipeline.location import check_pipeline_found
     from spacy_maral.util import Printer
 
@@ -115,10 +106,8 @@ def calibrate_command(
     ner.score_map = new_map
     target = output if output is not None else model
     try:  # the files in TARGET that calibrate did not write are kept (fileio.replace_dir)
-        # in place, the folder stays the output of what wrote it (average's, guard's), else it is calibrate's
-        owner = folder_owner(target)
-        owner = IN_PLACE_OWNER if owner in (None, LEGACY_OWNER) else owner
-        with (replace_owned_dir(target, "calibrate --output") if new_folder else replace_dir(target, owner)) as tmp:
+        with (replace_owned_dir(target, "calibrate --output") if new_folder
+              else replace_dir(target, in_place_owner(target))) as tmp:
             nlp.to_disk(tmp)
     except (OSError, ValueError) as err:
         msg.fail(f"calibrate failed: {err}", exits=1)

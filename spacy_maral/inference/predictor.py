@@ -150,10 +150,10 @@ def _with_errors(table: pyarrow.Table, ids: Sequence[str], notes: Dict[int, List
     if not notes:
         return table
     entity_ids = table.column("id").to_pylist()
-    pieces, k = [], 0
+    pieces, k, empty = [], 0, empty or set()
     for row, doc_id in enumerate(ids):
         first = k
-        while row not in (empty or set()) and k < len(entity_ids) and entity_ids[k] == doc_id:
+        while row not in empty and k < len(entity_ids) and entity_ids[k] == doc_id:
             k += 1
         if k > first:
             pieces.append(table.slice(first, k - first))

@@ -122,7 +122,6 @@ def checkpoint_candidates(run_folder: Path, skip_first: float = SKIP_FIRST) -> L
         snapshot.
     RAISES (ValueError): the run has no model-last, or `skip_first` is outside [0, 1).
     """
-
     check_skip_first(skip_first)
     run_folder = Path(run_folder)
     last = run_folder / LAST
