@@ -4,6 +4,7 @@ from typing import Optional
 import typer
 
 from spacy_maral.cli._app import app
+from spacy_maral.pipeline.packaged import DEFAULT_VERSION
 
 
 @app.command("check-text")
@@ -13,7 +14,7 @@ def check_text_command(
     source_lang: str = typer.Option("en", "--source-lang", help="The labelled source language: a warning when a text looks more like it than like its own language."),
     min_sentences: int = typer.Option(0, "--min-sentences", min=0, help="The fewest sentences a text must have: the run's budget of target sentences (0 = any)."),
     name: Optional[str] = typer.Option(None, "--name", help="The package name the run will ship (the workflow's `name`): checked too, so that `spacy package` does not refuse it after the training."),
-    version: str = typer.Option("0.1.0", "--version", help="With --name: the package version, checked too."),
+    version: str = typer.Option(DEFAULT_VERSION, "--version", help="With --name: the package version, checked too."),
 ) -> None:
     """Check each language's raw text before anything trains: errors (a missing file, an
     unknown language code, an empty or whitespace-only text, fewer sentences than

@@ -26,10 +26,9 @@ def languages_command(
     corpora and settings is kept.
     Every outcome is in PROJECT/metrics/languages.json. Exit status 1 if any failed.
     """
-    from spacy_maral.pipeline.packaged import check_package_name
+    from spacy_maral.pipeline.packaged import DEFAULT_VERSION, check_package_name
     from spacy_maral.util import Printer
-    from spacy_maral.workflow.languages import SUMMARY, run_languages, split_langs
-    from spacy_maral.workflow.overrides import override_value
+    from spacy_maral.workflow.languages import SUMMARY, run_languages, setting, split_langs
 
     msg = Printer()
     try:
@@ -37,7 +36,7 @@ def languages_command(
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="LANGS") from err
     try:
-        check_package_name(name, override_value(ctx.args, "vars.version") or "0.1.0")
+        check_package_name(name, setting(project, ctx.args, "version") or DEFAULT_VERSION)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--name/--vars.version") from err
     try:

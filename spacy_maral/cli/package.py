@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from spacy_maral.cli._app import Precision, app
+from spacy_maral.pipeline.packaged import DEFAULT_VERSION
 from spacy_maral.util import Printer
 
 
@@ -17,7 +18,7 @@ def export_command(
     model: Path = typer.Argument(..., help="Trained pipeline directory (e.g. training/adapt-de/model-last)."),
     output_dir: Path = typer.Argument(..., help="Where to write the pipeline to package: a new or empty folder, or one this command wrote. Files in it that export did not write are kept."),
     name: str = typer.Option("maral_ner", "--name", help="meta.json name (the package becomes LANG_NAME)."),
-    version: str = typer.Option("0.1.0", "--version", help="meta.json version."),
+    version: str = typer.Option(DEFAULT_VERSION, "--version", help="meta.json version."),
     guard: Optional[Path] = typer.Option(None, "--guard", help="The verdict of `spacy_maral guard`: export the pipeline it chose (the student; where it distrusts the student, the fallback, else the teacher) instead of MODEL."),
     lang: Optional[str] = typer.Option(None, "--lang", help="Give the pipeline this language's tokenizer rules (spacy_maral.tokenizer.v1), e.g. the target language; default: keep its own."),
     precision: Precision = typer.Option("auto", "--precision", help="The encoder's precision that the exported pipeline loads with, written in its config (users override it at load time): auto (bfloat16 where the CPU has native bfloat16, AVX512-BF16 or AMX; fp32 elsewhere), fp32, bf16 or int8. The weights stay fp32."),

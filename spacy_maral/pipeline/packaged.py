@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 PACKAGE_NAME = re.compile(r"[A-Za-z0-9_]+")  # LANG_NAME is imported as a module: an identifier spaCy permits
+DEFAULT_VERSION = "0.1.0"  # a package's version where none is given (export, the workflow's `version`)
 
 
 def check_package_name(name: str, version: str) -> None:
